@@ -1,0 +1,1 @@
+"""etl_project: raw paper-list dumps to a deduplicated, validated DuckDB + Parquet warehouse."""

@@ -1,0 +1,29 @@
+"""Where the landing folder and the warehouse are, for every entry point (CLI, UI, tests).
+
+Precedence: an explicit value, then the environment variable, then the project's own folder
+(resolved from the package location, never from the current directory).
+"""
+
+import os
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+SEEDS_ENV = "ETL_SEEDS_DIR"
+WAREHOUSE_ENV = "ETL_WAREHOUSE_DIR"
+
+
+def seeds_dir(explicit: str | os.PathLike | None = None) -> Path:
+    return _resolve(explicit, SEEDS_ENV, PROJECT_ROOT / "seeds")
+
+
+def warehouse_dir(explicit: str | os.PathLike | None = None) -> Path:
+    return _resolve(explicit, WAREHOUSE_ENV, PROJECT_ROOT / "warehouse")
+
+
+def default_dagster_home() -> Path:
+    return PROJECT_ROOT / ".dagster_home"
+
+
+def _resolve(explicit: str | os.PathLike | None, env: str, default: Path) -> Path:
+    value = explicit or os.environ.get(env) or default
+    return Path(value).expanduser().resolve()
