@@ -1,0 +1,1 @@
+"""Data quality: Great Expectations suites per table (``suites``) and their runner (``runner``)."""

@@ -1,0 +1,192 @@
+"""Expectation suites, one per table, as plain data (no GX import here).
+
+Each suite is run on a narrow frame built by the function beside it: ids, counts and lengths,
+never the long text columns, so validation stays cheap at a million records. Cross-table facts
+(accounting, every record mapped to one paper) are computed with Polars joins into such a frame
+and then asserted by GX.
+"""
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from etl_project.ingest import non_whitespace_chars
+
+ERROR = "ERROR"
+WARN = "WARN"
+SHA256_HEX = r"^[0-9a-f]{64}$"
+PAPER_ID_HEX = r"^[0-9a-f]{16}$"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One GX expectation: its class name in ``great_expectations.expectations`` and kwargs."""
+
+    expectation: str
+    kwargs: dict = field(default_factory=dict)
+    severity: str = ERROR
+
+    def describe(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.kwargs.items())
+        return f"{self.expectation}({args})"
+
+    def columns(self) -> list[str]:
+        k = self.kwargs
+        cols = [k.get("column"), k.get("column_A"), k.get("column_B"), *k.get("column_list", [])]
+        return [c for c in cols if c]
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    rules: tuple[Rule, ...]
+
+    def columns(self) -> list[str]:
+        return list(dict.fromkeys(c for r in self.rules for c in r.columns()))
+
+
+def _unique_not_null(column: str) -> tuple[Rule, Rule]:
+    return (
+        Rule("ExpectColumnValuesToNotBeNull", {"column": column}),
+        Rule("ExpectColumnValuesToBeUnique", {"column": column}),
+    )
+
+
+# --- source_files ---------------------------------------------------------------------------
+
+SOURCE_FILES = Suite("source_files", (
+    *_unique_not_null("source_file"),
+    Rule("ExpectColumnValuesToBeInSet", {"column": "status", "value_set": ["ok", "empty", "rejected"]}),
+    Rule("ExpectColumnValuesToMatchRegex", {"column": "sha256", "regex": SHA256_HEX}),
+    Rule("ExpectColumnValuesToBeBetween", {"column": "size_bytes", "min_value": 0}),
+    # A rejected file says why; a file that was read has no error.
+    Rule("ExpectColumnPairValuesToBeEqual", {"column_A": "is_rejected", "column_B": "has_error"}),
+    # Accounting: every non-whitespace character of the decoded file is in its title, a raw
+    # record or a rejected record, exactly once.
+    Rule("ExpectColumnPairValuesToBeEqual", {"column_A": "decoded_chars", "column_B": "accounted_chars"}),
+    Rule("ExpectColumnPairValuesToBeEqual", {"column_A": "record_count", "column_B": "raw_records_found"}),
+))
+
+
+def source_files_frame(source_files: pl.DataFrame, raw_records: pl.DataFrame, rejected: pl.DataFrame) -> pl.DataFrame:
+    def chars_by_file(frame: pl.DataFrame, name: str) -> pl.LazyFrame:
+        return frame.lazy().group_by("source_file").agg(
+            non_whitespace_chars(pl.col("raw_text")).sum().alias(name), pl.len().alias(f"{name}_rows")
+        )
+
+    return (
+        source_files.lazy()
+        .join(chars_by_file(raw_records, "record_chars"), on="source_file", how="left")
+        .join(chars_by_file(rejected, "rejected_chars"), on="source_file", how="left")
+        .select(
+            "source_file", "status", "sha256", "size_bytes", "record_count",
+            is_rejected=pl.col("status") == "rejected",
+            has_error=pl.col("error").is_not_null(),
+            decoded_chars=pl.col("decoded_chars").fill_null(0),
+            accounted_chars=non_whitespace_chars(pl.col("title").fill_null(""))
+            + pl.col("record_chars").fill_null(0)
+            + pl.col("rejected_chars").fill_null(0),
+            raw_records_found=pl.col("record_chars_rows").fill_null(0).cast(pl.UInt32),
+        )
+        .collect()
+    )
+
+
+# --- raw_records ----------------------------------------------------------------------------
+
+RAW_RECORDS = Suite("raw_records", (
+    *_unique_not_null("record_id"),
+    Rule("ExpectCompoundColumnsToBeUnique", {"column_list": ["source_file", "ordinal"]}),
+    Rule("ExpectColumnValuesToBeBetween", {"column": "ordinal", "min_value": 1}),
+    Rule("ExpectColumnPairValuesAToBeGreaterThanB", {"column_A": "line_end", "column_B": "line_start", "or_equal": True}),
+    Rule("ExpectColumnValuesToBeBetween", {"column": "raw_chars", "min_value": 1}),
+))
+
+
+def raw_records_frame(raw_records: pl.DataFrame) -> pl.DataFrame:
+    return raw_records.select(
+        "record_id", "source_file", "ordinal", "line_start", "line_end",
+        raw_chars=pl.col("raw_text").str.len_chars(),
+    )
+
+
+# --- records --------------------------------------------------------------------------------
+
+def records_suite(raw_record_count: int) -> Suite:
+    return Suite("records", (
+        *_unique_not_null("record_id"),
+        Rule("ExpectTableRowCountToEqual", {"value": raw_record_count}),
+        Rule("ExpectColumnValuesToNotBeNull", {"column": "dedup_key"}),
+        Rule("ExpectColumnValuesToBeBetween", {"column": "char_count", "min_value": 1}),
+        Rule("ExpectColumnValuesToBeBetween", {"column": "key_chars", "min_value": 1}),
+    ))
+
+
+def records_frame(records: pl.DataFrame) -> pl.DataFrame:
+    return records.select("record_id", "dedup_key", "char_count", key_chars=pl.col("dedup_key").str.len_chars())
+
+
+# --- papers ---------------------------------------------------------------------------------
+
+PAPERS = Suite("papers", (
+    *_unique_not_null("paper_id"),
+    Rule("ExpectColumnValuesToMatchRegex", {"column": "paper_id", "regex": PAPER_ID_HEX}),
+    Rule("ExpectColumnValuesToBeUnique", {"column": "dedup_key"}),
+    Rule("ExpectColumnValuesToBeBetween", {"column": "occurrence_count", "min_value": 1}),
+    Rule("ExpectColumnPairValuesAToBeGreaterThanB",
+         {"column_A": "occurrence_count", "column_B": "source_count", "or_equal": True}),
+    Rule("ExpectColumnValuesToBeBetween", {"column": "source_count", "min_value": 1}),
+    # Sane abstract size, mostly: a few short or long ones are worth a look, not a stop.
+    Rule("ExpectColumnValuesToBeBetween",
+         {"column": "word_count", "min_value": 30, "max_value": 1000, "mostly": 0.95}, WARN),
+    Rule("ExpectColumnValuesToBeBetween",
+         {"column": "char_count", "min_value": 200, "max_value": 10_000, "mostly": 0.95}, WARN),
+))
+
+
+def papers_frame(papers: pl.DataFrame) -> pl.DataFrame:
+    return papers.select("paper_id", "dedup_key", "occurrence_count", "source_count", "word_count", "char_count")
+
+
+# --- paper_occurrences ----------------------------------------------------------------------
+
+PAPER_OCCURRENCES = Suite("paper_occurrences", (
+    # Every raw record maps to exactly one paper that exists.
+    Rule("ExpectColumnValuesToBeBetween", {"column": "papers_per_record", "min_value": 1, "max_value": 1}),
+    Rule("ExpectColumnValuesToBeInSet", {"column": "paper_exists", "value_set": [True]}),
+    Rule("ExpectColumnValuesToBeInSet", {"column": "match_kind", "value_set": ["canonical", "exact", "near"]}),
+    Rule("ExpectColumnValuesToBeBetween", {"column": "similarity", "min_value": 0.0, "max_value": 1.0}),
+    # One canonical occurrence per paper.
+    Rule("ExpectColumnValuesToBeBetween", {"column": "canonicals_of_paper", "min_value": 1, "max_value": 1}),
+))
+
+
+def paper_occurrences_frame(occurrences: pl.DataFrame, raw_records: pl.DataFrame, papers: pl.DataFrame) -> pl.DataFrame:
+    """One row per raw record (plus any occurrence whose record is unknown)."""
+    per_record = occurrences.group_by("record_id").agg(
+        papers_per_record=pl.col("paper_id").n_unique(),
+        paper_id=pl.col("paper_id").first(),
+        match_kind=pl.col("match_kind").first(),
+        similarity=pl.col("similarity").min(),
+    )
+    canonicals = occurrences.group_by("paper_id").agg(canonicals_of_paper=(pl.col("match_kind") == "canonical").sum())
+    return (
+        raw_records.select("record_id")
+        .join(per_record, on="record_id", how="full", coalesce=True)
+        .join(canonicals, on="paper_id", how="left")
+        .join(papers.select("paper_id", paper_exists=pl.lit(True)), on="paper_id", how="left")
+        .with_columns(
+            pl.col("papers_per_record", "canonicals_of_paper").fill_null(0),
+            pl.col("paper_exists").fill_null(False),
+        )
+    )
+
+
+# --- source_overlap -------------------------------------------------------------------------
+
+SOURCE_OVERLAP = Suite("source_overlap", (
+    Rule("ExpectCompoundColumnsToBeUnique", {"column_list": ["file_a", "file_b"]}),
+    Rule("ExpectColumnPairValuesAToBeGreaterThanB", {"column_A": "file_b", "column_B": "file_a"}),
+    Rule("ExpectColumnValuesToBeBetween", {"column": "shared_papers", "min_value": 1}),
+    Rule("ExpectColumnValuesToBeBetween", {"column": "jaccard", "min_value": 0.0, "max_value": 1.0}),
+))
