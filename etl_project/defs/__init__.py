@@ -1,0 +1,1 @@
+"""The Dagster layer: assets, checks and resources over the plain stage functions."""

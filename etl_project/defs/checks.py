@@ -1,0 +1,87 @@
+"""Asset checks: one Great Expectations suite per table. All are blocking, so a failed ERROR
+expectation stops the publish; failed WARN expectations (``mostly`` ranges) are reported only."""
+
+import json
+
+import dagster as dg
+import polars as pl
+
+from etl_project.quality import suites
+from etl_project.quality.runner import SuiteResult, run_suite
+
+
+def check_result(result: SuiteResult) -> dg.AssetCheckResult:
+    lines = ["| expectation | severity | ok | unexpected | samples |", "|---|---|---|---|---|"]
+    for r in result.results:
+        samples = json.dumps(r.samples, ensure_ascii=False, default=str)[:200] if r.samples else ""
+        unexpected = "" if r.unexpected_count is None else f"{r.unexpected_count} ({r.unexpected_percent or 0:.2f}%)"
+        problem = r.exception or samples
+        lines.append(f"| `{r.rule.describe()}` | {r.rule.severity} | {'✅' if r.success else '❌'} | {unexpected} | {problem.replace('|', '/')} |")
+    failures = [
+        {"expectation": r.rule.describe(), "severity": r.rule.severity, "unexpected_count": r.unexpected_count,
+         "observed_value": r.observed_value, "samples": r.samples, "exception": r.exception}
+        for r in result.failed
+    ]
+    return dg.AssetCheckResult(
+        passed=result.passed,
+        severity=dg.AssetCheckSeverity(result.severity),
+        description=f"{len(result.results) - len(failures)}/{len(result.results)} expectations met on {result.row_count} rows",
+        metadata={
+            "suite": result.suite.name,
+            "rows_validated": result.row_count,
+            "expectations_evaluated": len(result.results),
+            "expectations_failed": len(failures),
+            "expectations": dg.MetadataValue.md("\n".join(lines)),
+            "failures": dg.MetadataValue.json(json.loads(json.dumps(failures, default=str))),
+        },
+    )
+
+
+@dg.asset_check(
+    asset="source_files", blocking=True,
+    additional_ins={"raw_records": dg.AssetIn("raw_records"), "rejected_records": dg.AssetIn("rejected_records")},
+)
+def source_files_suite(source_files: pl.DataFrame, raw_records: pl.DataFrame, rejected_records: pl.DataFrame):
+    """Files unique, statuses valid, rejected files say why, and no character lost: each file's
+    decoded text is fully accounted for by its title, raw records and rejected records."""
+    return check_result(run_suite(suites.SOURCE_FILES, suites.source_files_frame(source_files, raw_records, rejected_records)))
+
+
+@dg.asset_check(asset="raw_records", blocking=True)
+def raw_records_suite(raw_records: pl.DataFrame):
+    """record_id unique and not null, ordinals unique per file and >= 1, line spans ordered."""
+    return check_result(run_suite(suites.RAW_RECORDS, suites.raw_records_frame(raw_records)))
+
+
+@dg.asset_check(asset="records", blocking=True, additional_ins={"raw_records": dg.AssetIn("raw_records")})
+def records_suite(records: pl.DataFrame, raw_records: pl.DataFrame):
+    """One normalized record per raw record, each with a non-empty text and dedup key."""
+    return check_result(run_suite(suites.records_suite(raw_records.height), suites.records_frame(records)))
+
+
+@dg.asset_check(asset="papers", blocking=True)
+def papers_suite(papers: pl.DataFrame):
+    """paper_id unique, well-formed, one per key; counts consistent; abstract size sane (mostly)."""
+    return check_result(run_suite(suites.PAPERS, suites.papers_frame(papers)))
+
+
+@dg.asset_check(
+    asset="paper_occurrences", blocking=True,
+    additional_ins={"raw_records": dg.AssetIn("raw_records"), "papers": dg.AssetIn("papers")},
+)
+def paper_occurrences_suite(paper_occurrences: pl.DataFrame, raw_records: pl.DataFrame, papers: pl.DataFrame):
+    """Every raw record maps to exactly one existing paper; one canonical occurrence per paper."""
+    frame = suites.paper_occurrences_frame(paper_occurrences, raw_records, papers)
+    return check_result(run_suite(suites.PAPER_OCCURRENCES, frame))
+
+
+@dg.asset_check(asset="source_overlap", blocking=True)
+def source_overlap_suite(source_overlap: pl.DataFrame):
+    """File pairs unique and ordered, shared counts positive, Jaccard within [0, 1]."""
+    return check_result(run_suite(suites.SOURCE_OVERLAP, source_overlap))
+
+
+ALL_CHECKS = [
+    source_files_suite, raw_records_suite, records_suite,
+    papers_suite, paper_occurrences_suite, source_overlap_suite,
+]

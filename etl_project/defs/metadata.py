@@ -1,0 +1,30 @@
+"""What the UI shows about a table: row count, column schema and a preview of the first rows."""
+
+import dagster as dg
+import polars as pl
+
+PREVIEW_ROWS = 5
+PREVIEW_CELL_CHARS = 80
+
+
+def table_metadata(frame: pl.DataFrame) -> dict:
+    return {
+        "dagster/row_count": frame.height,
+        "dagster/column_schema": dg.TableSchema(
+            columns=[dg.TableColumn(name, str(dtype)) for name, dtype in frame.schema.items()]
+        ),
+        "preview": dg.MetadataValue.md(markdown_table(frame.head(PREVIEW_ROWS))),
+    }
+
+
+def markdown_table(frame: pl.DataFrame) -> str:
+    def cell(value) -> str:
+        text = "" if value is None else str(value)
+        if len(text) > PREVIEW_CELL_CHARS:
+            text = text[: PREVIEW_CELL_CHARS - 1] + "…"
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    header = "| " + " | ".join(frame.columns) + " |"
+    rule = "|" + "---|" * len(frame.columns)
+    rows = ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.iter_rows()]
+    return "\n".join([header, rule, *rows])
