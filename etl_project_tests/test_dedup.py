@@ -1,0 +1,57 @@
+import polars as pl
+
+from etl_project import dedup, normalize
+
+
+def records(rows: list[tuple[str, int, str]]) -> pl.DataFrame:
+    raw = pl.DataFrame(
+        [(f"{f}:{o}", f, o, 1, 1, t) for f, o, t in rows],
+        schema=["record_id", "source_file", "ordinal", "line_start", "line_end", "raw_text"],
+        orient="row",
+    )
+    return normalize.normalize_records(raw)
+
+
+def test_paper_id_is_fixed():
+    assert dedup.paper_id_of("hello world") == "d447b1ea40e6988b"
+    assert dedup.paper_id_of("we propose x.") == dedup.paper_id_of("we propose x.")
+
+
+ROWS = [
+    ("b.txt", 1, "We propose “X”."),
+    ("a.txt", 2, "We propose \"X\"."),
+    ("a.txt", 1, "Another abstract."),
+    ("c.txt", 5, "WE PROPOSE “X”."),
+    ("b.txt", 2, "Another abstract."),
+]
+
+
+def test_exact_dedup_and_canonical_rule():
+    papers, occurrences = dedup.deduplicate(records(ROWS))
+    assert papers.select("abstract", "occurrence_count", "source_count", "first_source_file", "first_ordinal").rows() == [
+        ("Another abstract.", 2, 2, "a.txt", 1),
+        ('We propose "X".', 3, 3, "a.txt", 2),
+    ]
+    kinds = dict(occurrences.select("record_id", "match_kind").rows())
+    assert kinds == {"a.txt:1": "canonical", "a.txt:2": "canonical", "b.txt:1": "exact", "b.txt:2": "exact", "c.txt:5": "exact"}
+    assert occurrences["record_id"].is_unique().all()
+    assert set(occurrences["paper_id"]) == set(papers["paper_id"])
+    assert papers["paper_id"].str.contains(r"^[0-9a-f]{16}$").all()
+
+
+def test_dedup_is_deterministic_under_reordering():
+    first, _ = dedup.deduplicate(records(ROWS))
+    second, _ = dedup.deduplicate(records(list(reversed(ROWS))))
+    assert first.equals(second)
+
+
+def test_source_overlap():
+    rows = [("a", 1, "one"), ("a", 2, "two"), ("b", 1, "one"), ("b", 2, "two"), ("c", 1, "two"), ("d", 1, "four")]
+    _, occurrences = dedup.deduplicate(records(rows))
+    overlap = dedup.source_overlap(occurrences)
+    assert overlap.select("file_a", "file_b", "shared_papers", "papers_a", "papers_b").rows() == [
+        ("a", "b", 2, 2, 2),
+        ("a", "c", 1, 2, 1),
+        ("b", "c", 1, 2, 1),
+    ]
+    assert overlap["jaccard"].to_list() == [1.0, 0.5, 0.5]
