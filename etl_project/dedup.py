@@ -30,9 +30,9 @@ def deduplicate(records: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     # Hash each distinct key once (the Python loop runs over papers, not records).
     keys = ranked.filter(pl.col("rank") == 0).select("dedup_key").collect()
     keys = keys.with_columns(paper_id=_paper_ids(keys["dedup_key"]))
+    with_ids = ranked.join(keys.lazy(), on="dedup_key", how="left").collect().lazy()
     occurrences = (
-        ranked.join(keys.lazy(), on="dedup_key", how="left")
-        .select(
+        with_ids.select(
             "paper_id", "record_id", "source_file", "ordinal",
             match_kind=pl.when(pl.col("rank") == 0).then(pl.lit("canonical")).otherwise(pl.lit("exact")),
             similarity=pl.lit(1.0),
@@ -41,8 +41,7 @@ def deduplicate(records: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         .collect()
     )
     papers = (
-        ranked.join(keys.lazy(), on="dedup_key", how="left")
-        .group_by("paper_id")
+        with_ids.group_by("paper_id")
         .agg(
             abstract=pl.col("text").sort_by("rank").first(),
             dedup_key=pl.col("dedup_key").first(),
