@@ -2,22 +2,15 @@
 
 from pathlib import Path
 
-import dagster as dg
 import duckdb
 import polars as pl
 import pytest
 
-from etl_project.definitions import defs
-from etl_project.defs.resources import build_resources
+from etl_project_tests.conftest import materialize_all
 
 
-def materialize(landing: Path, warehouse: Path) -> dg.ExecuteInProcessResult:
-    return dg.materialize(
-        [*defs.assets, *defs.asset_checks],
-        resources=build_resources(str(landing), str(warehouse)),
-        instance=dg.DagsterInstance.ephemeral(),
-        raise_on_error=False,
-    )
+def materialize(landing: Path, warehouse: Path):
+    return materialize_all(landing, warehouse)
 
 
 @pytest.fixture(scope="module")
