@@ -2,6 +2,7 @@
 
 import argparse
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -14,56 +15,78 @@ QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="etl-project", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run", help="run the whole pipeline once and publish the warehouse")
+    run = commands.add_parser(
+        "run",
+        help="parse new and changed landing files, then rebuild and publish the warehouse",
+        description="Parse the landing files that are new or changed since the warehouse last "
+        "parsed them (all of them with --full), then rebuild and publish every cross-file table.",
+    )
     run.add_argument("--seeds", type=Path, help=f"landing folder (default: ${settings.SEEDS_ENV} or ./seeds of the project)")
     run.add_argument("--warehouse", type=Path, help=f"output folder (default: ${settings.WAREHOUSE_ENV} or ./warehouse of the project)")
+    run.add_argument("--full", action="store_true", help="re-parse every file, changed or not (e.g. after an upgrade)")
     args = parser.parse_args(argv)
-    return run_pipeline(args.seeds, args.warehouse)
+    return run_pipeline(args.seeds, args.warehouse, args.full)
 
 
-def run_pipeline(seeds: Path | None, warehouse: Path | None) -> int:
+def run_pipeline(seeds: Path | None, warehouse: Path | None, full: bool = False) -> int:
     # The flags set the same variables every entry point reads, before the definitions load.
     os.environ[settings.SEEDS_ENV] = str(settings.seeds_dir(seeds))
     os.environ[settings.WAREHOUSE_ENV] = str(settings.warehouse_dir(warehouse))
-    os.environ.setdefault("DAGSTER_HOME", str(settings.default_dagster_home()))
-    Path(os.environ["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
+    home = Path(os.environ.setdefault("DAGSTER_HOME", str(settings.default_dagster_home())))
+    home.mkdir(parents=True, exist_ok=True)
+    if not (home / "dagster.yaml").exists():
+        # Without the project's settings the instance has no pool: concurrent runs could collide.
+        shutil.copyfile(settings.instance_settings(), home / "dagster.yaml")
 
     import dagster as dg
 
+    from etl_project.defs import launch
     from etl_project.definitions import ETL_JOB, defs
 
     with dg.DagsterInstance.get() as instance:
-        result = defs.resolve_job_def(ETL_JOB).execute_in_process(
-            instance=instance, raise_on_error=False, run_config=QUIET_LOGS
-        )
-    print(summarize(result, instance_home=os.environ["DAGSTER_HOME"]))
+        try:
+            plan, result = launch.run_in_process(
+                defs.resolve_job_def(ETL_JOB), instance,
+                settings.seeds_dir(), settings.warehouse_dir(), full=full, run_config=QUIET_LOGS,
+            )
+        except FileNotFoundError as exc:
+            print(f"run FAILED before it started: {exc}\nwarehouse:  NOT published; the previous release stays")
+            return 1
+    print(summarize(result, plan, instance_home=str(home)))
     return 0 if result.success else 1
 
 
-def summarize(result, instance_home: str) -> str:
+def summarize(result, plan, instance_home: str) -> str:
     metadata = {}
     for event in result.get_asset_materialization_events():
         materialization = event.step_materialization_data.materialization
         metadata[materialization.asset_key.to_user_string()] = {k: v.value for k, v in materialization.metadata.items()}
     checks = result.get_asset_check_evaluations()
     failed = [c for c in checks if not c.passed]
-    files = metadata.get("source_files", {})
     papers = metadata.get("papers", {})
     published = metadata.get("warehouse")
+    changes = plan.changes
     lines = [
         f"run {result.run_id} {'succeeded' if result.success else 'FAILED'} (DAGSTER_HOME={instance_home})",
-        f"files:      {files.get('dagster/row_count', '?')} "
-        f"({files.get('files_ok', '?')} ok, {files.get('files_empty', '?')} empty, {files.get('files_rejected', '?')} rejected)",
-        f"records:    {metadata.get('raw_records', {}).get('dagster/row_count', '?')} "
-        f"({metadata.get('rejected_records', {}).get('dagster/row_count', '?')} rejected paragraphs)",
+        f"this run:   parsed {len(plan.to_parse)} file(s) "
+        f"({len(changes.new)} new, {len(changes.changed)} changed), {len(plan.removed)} removed, "
+        f"{len(changes.unchanged)} unchanged",
+    ]
+    if published:
+        lines += [
+            f"files:      {published['rows/source_files']} ({published['files_ok']} ok, "
+            f"{published['files_empty']} empty, {published['files_rejected']} rejected)",
+            f"records:    {published['rows/raw_records']} ({published['rows/rejected_records']} rejected paragraphs)",
+        ]
+    lines += [
         f"papers:     {papers.get('papers', '?')} ({papers.get('duplicate_records', '?')} duplicate records, "
         f"{papers.get('papers_in_several_files', '?')} papers in several files)",
         f"checks:     {len(checks) - len(failed)} passed, {len(failed)} failed",
     ]
     for check in failed:
         lines.append(f"  FAILED {check.asset_key.to_user_string()}:{check.check_name} ({check.severity.value})")
-    if files.get("files_rejected"):
-        lines.append("refused files:\n" + str(files.get("refused", "")))
+    if published and published["files_rejected"]:
+        lines.append("refused files:\n" + str(published["refused"]))
     if published:
         lines.append(f"warehouse:  {published['duckdb']}  and  {published['parquet']}/<table>.parquet")
     else:

@@ -24,6 +24,11 @@ def default_dagster_home() -> Path:
     return PROJECT_ROOT / ".dagster_home"
 
 
+def instance_settings() -> Path:
+    """The project's dagster.yaml (pools, run queue, monitoring), tracked in the default home."""
+    return default_dagster_home() / "dagster.yaml"
+
+
 def _resolve(explicit: str | os.PathLike | None, env: str, default: Path) -> Path:
     value = explicit or os.environ.get(env) or default
     return Path(value).expanduser().resolve()

@@ -14,17 +14,15 @@ def seeds_copy(tmp_path: Path) -> Path:
     return landing
 
 
-def materialize_all(landing: Path, warehouse: Path, instance: dg.DagsterInstance | None = None):
-    """Run the whole graph (every asset and check) in process on ``landing`` into ``warehouse``.
+def materialize_all(landing: Path, warehouse: Path, instance: dg.DagsterInstance | None = None, full: bool = False):
+    """Run the pipeline in process on ``landing`` into ``warehouse`` as ``etl-project run`` does:
+    partitions synced with the folder, new and changed files parsed, everything republished.
 
     The one way tests run the pipeline, so they do not depend on how the graph is laid out.
     """
-    from etl_project.definitions import defs
-    from etl_project.defs.resources import build_resources
+    from etl_project.definitions import ETL_JOB, build_defs
+    from etl_project.defs import launch
 
-    return dg.materialize(
-        [*defs.assets, *defs.asset_checks],
-        resources=build_resources(str(landing), str(warehouse)),
-        instance=instance or dg.DagsterInstance.ephemeral(),
-        raise_on_error=False,
-    )
+    job = build_defs(str(landing), str(warehouse)).resolve_job_def(ETL_JOB)
+    _, result = launch.run_in_process(job, instance or dg.DagsterInstance.ephemeral(), landing, warehouse, full=full)
+    return result

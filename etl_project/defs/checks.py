@@ -6,6 +6,7 @@ import json
 import dagster as dg
 import polars as pl
 
+from etl_project.defs.partitions import WAREHOUSE_POOL
 from etl_project.quality import suites
 from etl_project.quality.runner import SuiteResult, run_suite
 
@@ -38,7 +39,7 @@ def check_result(result: SuiteResult) -> dg.AssetCheckResult:
 
 
 @dg.asset_check(
-    asset="source_files", blocking=True,
+    asset="source_files", blocking=True, pool=WAREHOUSE_POOL,
     additional_ins={"raw_records": dg.AssetIn("raw_records"), "rejected_records": dg.AssetIn("rejected_records")},
 )
 def source_files_suite(source_files: pl.DataFrame, raw_records: pl.DataFrame, rejected_records: pl.DataFrame):
@@ -47,26 +48,26 @@ def source_files_suite(source_files: pl.DataFrame, raw_records: pl.DataFrame, re
     return check_result(run_suite(suites.SOURCE_FILES, suites.source_files_frame(source_files, raw_records, rejected_records)))
 
 
-@dg.asset_check(asset="raw_records", blocking=True)
+@dg.asset_check(asset="raw_records", blocking=True, pool=WAREHOUSE_POOL)
 def raw_records_suite(raw_records: pl.DataFrame):
     """record_id unique and not null, ordinals unique per file and >= 1, line spans ordered."""
     return check_result(run_suite(suites.RAW_RECORDS, suites.raw_records_frame(raw_records)))
 
 
-@dg.asset_check(asset="records", blocking=True, additional_ins={"raw_records": dg.AssetIn("raw_records")})
+@dg.asset_check(asset="records", blocking=True, pool=WAREHOUSE_POOL, additional_ins={"raw_records": dg.AssetIn("raw_records")})
 def records_suite(records: pl.DataFrame, raw_records: pl.DataFrame):
     """One normalized record per raw record, each with a non-empty text and dedup key."""
     return check_result(run_suite(suites.records_suite(raw_records.height), suites.records_frame(records)))
 
 
-@dg.asset_check(asset="papers", blocking=True)
+@dg.asset_check(asset="papers", blocking=True, pool=WAREHOUSE_POOL)
 def papers_suite(papers: pl.DataFrame):
     """paper_id unique, well-formed, one per key; counts consistent; abstract size sane (mostly)."""
     return check_result(run_suite(suites.PAPERS, suites.papers_frame(papers)))
 
 
 @dg.asset_check(
-    asset="paper_occurrences", blocking=True,
+    asset="paper_occurrences", blocking=True, pool=WAREHOUSE_POOL,
     additional_ins={"raw_records": dg.AssetIn("raw_records"), "papers": dg.AssetIn("papers")},
 )
 def paper_occurrences_suite(paper_occurrences: pl.DataFrame, raw_records: pl.DataFrame, papers: pl.DataFrame):
@@ -75,7 +76,7 @@ def paper_occurrences_suite(paper_occurrences: pl.DataFrame, raw_records: pl.Dat
     return check_result(run_suite(suites.PAPER_OCCURRENCES, frame))
 
 
-@dg.asset_check(asset="source_overlap", blocking=True)
+@dg.asset_check(asset="source_overlap", blocking=True, pool=WAREHOUSE_POOL)
 def source_overlap_suite(source_overlap: pl.DataFrame):
     """File pairs unique and ordered, shared counts positive, Jaccard within [0, 1]."""
     return check_result(run_suite(suites.SOURCE_OVERLAP, source_overlap))

@@ -1,11 +1,11 @@
-"""Resources: the folders and limits of a run, and the Parquet-backed storage between steps."""
+"""Resources: the folders and limits of a run, and the stage that keeps frames between steps."""
 
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
 
-from etl_project import ingest, settings
+from etl_project import ingest, normalize, settings, stage
 
 
 class EtlSettings(dg.ConfigurableResource):
@@ -16,6 +16,8 @@ class EtlSettings(dg.ConfigurableResource):
     warehouse_dir: str = ""
     max_file_bytes: int = ingest.DEFAULT_MAX_FILE_BYTES
     max_record_chars: int = ingest.DEFAULT_MAX_RECORD_CHARS
+    # The landing sensor picks a file up only once it stopped changing for this long.
+    settle_seconds: float = 10.0
 
     @property
     def seeds(self) -> Path:
@@ -26,23 +28,35 @@ class EtlSettings(dg.ConfigurableResource):
         return settings.warehouse_dir(self.warehouse_dir)
 
 
+def _empty(asset: str) -> pl.DataFrame:
+    """A per-file table with no partitions at all (an empty landing folder): zero rows, and the
+    schema the stage functions give, so every downstream step runs unchanged."""
+    parsed = ingest.parse_files([])
+    if asset == "records":
+        return normalize.normalize_records(parsed.raw_records)
+    return getattr(parsed, asset)
+
+
 class StageIOManager(dg.ConfigurableIOManager):
-    """Keeps each asset's Polars frame as ``<warehouse>/.stage/<asset>.parquet`` between steps."""
+    """Keeps each asset's Polars frame in the stage (see etl_project.stage): one file per
+    partition for the per-file assets, which return ``{partition_key: frame}``."""
 
     etl: EtlSettings
 
-    def _path(self, asset_key: dg.AssetKey) -> Path:
-        return self.etl.warehouse / ".stage" / ("/".join(asset_key.path) + ".parquet")
-
-    def handle_output(self, context: dg.OutputContext, obj: pl.DataFrame) -> None:
-        path = self._path(context.asset_key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(".partial")
-        obj.write_parquet(partial, compression="lz4")  # fast to write and read; not published
-        partial.replace(path)
+    def handle_output(self, context: dg.OutputContext, obj) -> None:
+        asset = context.asset_key.to_user_string()
+        if context.has_asset_partitions:
+            for key, frame in obj.items():
+                stage.write(frame, stage.partition_path(self.etl.warehouse, asset, key))
+        else:
+            stage.write(obj, stage.asset_path(self.etl.warehouse, asset))
 
     def load_input(self, context: dg.InputContext) -> pl.DataFrame:
-        return pl.read_parquet(self._path(context.asset_key))
+        asset = context.asset_key.to_user_string()
+        if context.has_asset_partitions:
+            frame = stage.read_partitions(self.etl.warehouse, asset, list(context.asset_partition_keys))
+            return _empty(asset) if frame is None else frame
+        return pl.read_parquet(stage.asset_path(self.etl.warehouse, asset))
 
 
 def build_resources(seeds_dir: str = "", warehouse_dir: str = "") -> dict:

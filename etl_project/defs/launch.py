@@ -1,0 +1,152 @@
+"""Bringing the partitions in line with the landing folder, and the run that follows.
+
+Shared by ``etl-project run``, the landing sensor and the daily full refresh, so that they all
+partition the same way. Files to parse are (re-)added as the newest dynamic partitions: a changed
+file's partition is deleted and added again, so the files of one run always form one contiguous
+range of partition keys, and one run (one step per per-file asset) covers them however many.
+"""
+
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+import dagster as dg
+
+from etl_project import landing, stage
+from etl_project.defs.partitions import LANDING_FILES
+
+RANGE_START = "dagster/asset_partition_range_start"
+RANGE_END = "dagster/asset_partition_range_end"
+PID_TAG = "etl_project/pid"
+HOST_TAG = "etl_project/host"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How to bring the partitions in line with the landing folder, and what the run parses."""
+
+    changes: landing.Changes
+    to_delete: list[str]  # removed files, and changed files about to be added again
+    to_add: list[str]  # new and changed files, added in this order after every other partition
+    to_parse: list[str]  # the run's partition keys: a contiguous range, in partition order
+
+    def tags(self) -> dict[str, str]:
+        return {RANGE_START: self.to_parse[0], RANGE_END: self.to_parse[-1]} if self.to_parse else {}
+
+    @property
+    def removed(self) -> list[str]:
+        return [k for k in self.to_delete if k not in set(self.to_add)]
+
+
+def make_plan(changes: landing.Changes, existing: list[str], full: bool = False) -> Plan:
+    """Partition bookkeeping for ``changes``; a full refresh parses every file, otherwise only
+    the new and changed ones, which end up last, so the range holds exactly them."""
+    present, still_there = set(existing), changes.present
+    to_add = changes.to_parse
+    to_delete = [*(k for k in existing if k not in still_there), *(k for k in to_add if k in present)]
+    deleted = set(to_delete)
+    order = [k for k in existing if k not in deleted] + to_add
+    return Plan(changes, to_delete, to_add, order if full else to_add)
+
+
+def plan_run(instance: dg.DagsterInstance, seeds: Path, warehouse: Path, full: bool = False) -> Plan:
+    """Compare the landing folder with what the warehouse's stage last parsed (by sha256)."""
+    current = landing.scan(seeds)
+    existing = instance.get_dynamic_partitions(LANDING_FILES.name)
+    present = set(existing)
+    known = {k: v for k, v in stage.staged_file_hashes(warehouse, list(current)).items() if k in present}
+    changes, _ = landing.detect_changes(seeds, current, known)
+    return make_plan(changes, existing, full)
+
+
+def apply_plan(instance: dg.DagsterInstance, plan: Plan) -> None:
+    for key in plan.to_delete:
+        instance.delete_dynamic_partition(LANDING_FILES.name, key)
+    if plan.to_add:
+        instance.add_dynamic_partitions(LANDING_FILES.name, plan.to_add)
+
+
+def partition_requests(plan: Plan) -> list:
+    """apply_plan's bookkeeping as the requests a sensor returns (the daemon applies them in order)."""
+    requests = []
+    if plan.to_delete:
+        requests.append(LANDING_FILES.build_delete_request(plan.to_delete))
+    if plan.to_add:
+        requests.append(LANDING_FILES.build_add_request(plan.to_add))
+    return requests
+
+
+def cross_file_assets(job: dg.JobDefinition) -> list[dg.AssetKey]:
+    """The job's assets that read every partition (what a removed file requires to re-run)."""
+    layer = job.asset_layer
+    return sorted(k for k in layer.executable_asset_keys if layer.get(k).partitions_def is None)
+
+
+def process_tags() -> dict[str, str]:
+    """Marks an in-process run with the process that executes it, so a later run can tell it
+    was killed (see reap_dead_runs)."""
+    return {PID_TAG: _process_id(os.getpid()) or str(os.getpid()), HOST_TAG: socket.gethostname()}
+
+
+def tag_run_with_process(context: dg.AssetExecutionContext) -> None:
+    """Runs the daemon launches get the process tags from their first step (in-process executor:
+    every step of the run is in this process)."""
+    if PID_TAG not in context.run.tags:
+        context.instance.add_run_tags(context.run_id, process_tags())
+
+
+def reap_dead_runs(instance: dg.DagsterInstance) -> list[str]:
+    """Mark as failed the in-process runs of this host whose process is gone (killed, crashed),
+    and free the pool slots they held; otherwise the next run would wait for them forever."""
+    reaped = []
+    in_progress = instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING]))
+    for run in in_progress:
+        tag, host = run.tags.get(PID_TAG), run.tags.get(HOST_TAG)
+        if tag is None or host != socket.gethostname() or _process_id(int(tag.split(":")[0])) == tag:
+            continue
+        instance.report_run_failed(run, f"the process that ran it ({tag}) is gone: killed or crashed")
+        instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+        reaped.append(run.run_id)
+    return reaped
+
+
+def run_in_process(
+    job: dg.JobDefinition,
+    instance: dg.DagsterInstance,
+    seeds: Path,
+    warehouse: Path,
+    full: bool = False,
+    run_config: dict | None = None,
+) -> tuple[Plan, dg.ExecuteInProcessResult]:
+    """Sync the partitions with the landing folder and run ``job`` in this process: the per-file
+    assets for new and changed files (all files when ``full``), then every cross-file asset."""
+    reap_dead_runs(instance)
+    plan = plan_run(instance, seeds, warehouse, full)
+    apply_plan(instance, plan)
+    result = job.execute_in_process(
+        instance=instance,
+        tags={**plan.tags(), **process_tags()},
+        asset_selection=None if plan.to_parse else cross_file_assets(job),
+        run_config=run_config,
+        raise_on_error=False,
+    )
+    return plan, result
+
+
+def _process_id(pid: int) -> str | None:
+    """``pid:start-time`` of a live process (the start time tells a reused pid apart; Linux), or
+    None when no such process exists."""
+    if not Path("/proc/self/stat").exists():  # no procfs: the pid alone
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return str(pid)
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return None
+    return f"{pid}:{stat.rsplit(')', 1)[1].split()[19]}"

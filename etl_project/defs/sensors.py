@@ -1,0 +1,87 @@
+"""The landing sensor: new, changed and removed files become partition changes and one run.
+
+Each tick compares the landing folder with its cursor (and, for files it has never seen, with
+what the warehouse's stage last parsed, so files the CLI already parsed are not parsed again):
+- new or changed file (by sha256), once settled (size and mtime unchanged since the previous
+  tick and older than ``settle_seconds``): its partition is (re-)added last, and one run parses
+  every such file of the tick, then republishes;
+- removed file: its partition is deleted and a run of the cross-file assets republishes without it;
+- a file still growing waits for a later tick.
+The cursor (JSON, stored by the instance) survives restarts of the daemon.
+"""
+
+import hashlib
+import json
+import os
+
+import dagster as dg
+
+from etl_project import landing, stage
+from etl_project.defs import launch
+from etl_project.defs.jobs import ETL_JOB
+from etl_project.defs.partitions import LANDING_FILES
+from etl_project.defs.resources import EtlSettings
+
+INTERVAL_ENV = "ETL_SENSOR_INTERVAL_SECONDS"
+
+
+def _load_cursor(raw: str | None) -> tuple[int, dict[str, landing.FileState], dict[str, str | None]]:
+    """``(tick number, what each file looked like, sha256 each file was requested at)``."""
+    data = json.loads(raw) if raw else {}
+    seen = {k: landing.FileState(*v) for k, v in data.get("seen", {}).items()}
+    return data.get("tick", 0), seen, data.get("requested", {})
+
+
+def _dump_cursor(tick: int, seen: dict[str, landing.FileState], requested: dict[str, str | None]) -> str:
+    states = {k: [s.size, s.mtime_ns, s.sha256] for k, s in sorted(seen.items())}
+    return json.dumps({"tick": tick, "seen": states, "requested": dict(sorted(requested.items()))})
+
+
+@dg.sensor(
+    job_name=ETL_JOB,
+    minimum_interval_seconds=int(os.environ.get(INTERVAL_ENV, "30")),
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Watches the landing folder: new or changed files are parsed and published, "
+    "removed files disappear from the next publish. Half-copied files wait until they settle.",
+)
+def landing_sensor(context: dg.SensorEvaluationContext, etl: EtlSettings):
+    launch.reap_dead_runs(context.instance)
+    tick, seen, requested = _load_cursor(context.cursor)
+    try:
+        current = landing.scan(etl.seeds)
+    except FileNotFoundError as exc:
+        return dg.SkipReason(str(exc))
+    existing = context.instance.get_dynamic_partitions(LANDING_FILES.name)
+    present = set(existing)
+    staged = stage.staged_file_hashes(etl.warehouse, [k for k in current if k in present and k not in requested])
+    known = {**staged, **{k: v for k, v in requested.items() if k in present}}
+    changes, looked = landing.detect_changes(
+        etl.seeds, current, known, previous=seen, settle_seconds=etl.settle_seconds
+    )
+    plan = launch.make_plan(changes, existing)
+    requested = {k: v for k, v in known.items() if k in changes.present}
+    requested.update({k: looked[k].sha256 for k in plan.to_add})
+    cursor = _dump_cursor(tick + 1, looked, requested)
+    if not (plan.to_add or plan.to_delete):
+        waiting = f"; waiting for {len(changes.growing)} file(s) to settle" if changes.growing else ""
+        return dg.SensorResult(skip_reason=f"no new, changed or removed files{waiting}", cursor=cursor)
+
+    job = context.repository_def.get_job(ETL_JOB)
+    run = dg.RunRequest(
+        run_key=_run_key(tick, plan),
+        tags={**plan.tags(), "etl_project/trigger": "landing_sensor"},
+        asset_selection=None if plan.to_parse else launch.cross_file_assets(job),
+    )
+    context.log.info(
+        f"new {len(changes.new)}, changed {len(changes.changed)}, removed {len(plan.removed)}, "
+        f"growing {len(changes.growing)}"
+    )
+    return dg.SensorResult(
+        run_requests=[run], dynamic_partitions_requests=launch.partition_requests(plan), cursor=cursor
+    )
+
+
+def _run_key(tick: int, plan: launch.Plan) -> str:
+    """Stable for a retried evaluation of the same tick, different for every later tick."""
+    digest = hashlib.sha256(json.dumps([tick, plan.to_add, plan.to_delete]).encode()).hexdigest()[:16]
+    return f"landing-{tick}-{digest}"

@@ -1,0 +1,37 @@
+"""Cross-table consistency, asserted again at publish time.
+
+The blocking checks validate each table when it is produced. Steps of two runs can interleave
+(they share one pool slot, taken step by step), so by the time a run publishes, a newer run may
+have re-materialized some files' partitions. Publishing then would mix two versions of the
+landing folder; these cheap joins catch exactly that and the publish step refuses.
+"""
+
+import polars as pl
+
+
+def cross_table_problems(tables: dict[str, pl.DataFrame]) -> list[str]:
+    """What does not line up between the tables about to be published; empty when all is well."""
+    problems = []
+    files = tables["source_files"].select("source_file", "record_count")
+    per_file = tables["raw_records"].group_by("source_file").agg(found=pl.len())
+    mismatch = files.join(per_file, on="source_file", how="full", coalesce=True).filter(
+        pl.col("record_count").fill_null(-1) != pl.col("found").fill_null(0)
+    )
+    if mismatch.height:
+        problems.append(f"raw_records disagree with source_files for {_sample(mismatch['source_file'])}")
+    for name in ("records", "paper_occurrences"):
+        if _differ(tables["raw_records"]["record_id"], tables[name]["record_id"]):
+            problems.append(f"{name} does not hold exactly the raw records' record_ids")
+    if _differ(tables["papers"]["paper_id"], tables["paper_occurrences"]["paper_id"]):
+        problems.append("paper_occurrences and papers disagree on the set of paper_ids")
+    return problems
+
+
+def _differ(a: pl.Series, b: pl.Series) -> bool:
+    left, right = a.unique().to_frame("id"), b.unique().to_frame("id")
+    return left.height != right.height or left.join(right, on="id", how="anti").height > 0
+
+
+def _sample(names: pl.Series, limit: int = 3) -> str:
+    shown = ", ".join(repr(n) for n in names.head(limit).to_list())
+    return shown + (f" and {names.len() - limit} more" if names.len() > limit else "")

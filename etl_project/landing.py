@@ -1,0 +1,149 @@
+"""The landing folder as a set of per-file partitions: partition keys, fingerprints and changes.
+
+Every file of the landing folder (after ingest's ignore rules) is one Dagster dynamic partition.
+Its key is the file's name relative to the folder, except that the few things Dagster refuses in a
+partition key are percent-escaped: ``%`` itself, control characters, bytes of a name that is not
+valid UTF-8, and any ``.`` that would complete a ``...``. Keys map back to names exactly.
+
+A change is decided by content: a file is new when its key is unknown, changed when its sha256
+differs from the one last parsed, unchanged otherwise (a ``touch`` is not a change). A file is
+*settled* when its size and mtime did not move since the previous look and its mtime is at least
+``settle_seconds`` old, so a half-copied file is not picked up while it grows.
+"""
+
+import hashlib
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from etl_project import ingest
+
+_CONTROL = {chr(c) for c in [*range(0x20), 0x7F]}
+_ESCAPE = re.compile(r"%([0-9A-F]{2})")
+_HASH_CHUNK = 1 << 20
+
+
+def partition_key(name: str) -> str:
+    out: list[str] = []
+    for char in name:
+        code = ord(char)
+        if 0xDC80 <= code <= 0xDCFF:  # a byte of a non-UTF-8 name (surrogateescape)
+            out.append(f"%{code - 0xDC00:02X}")
+        elif char == "%" or char in _CONTROL or (char == "." and out[-2:] == [".", "."]):
+            out.append(f"%{code:02X}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def file_name(key: str) -> str:
+    def unescape(match: re.Match) -> str:
+        code = int(match.group(1), 16)
+        return chr(code + 0xDC00) if code >= 0x80 else chr(code)
+
+    return _ESCAPE.sub(unescape, key)
+
+
+@dataclass(frozen=True)
+class FileState:
+    """What a look at one file saw: size and mtime always, sha256 once the file was read."""
+
+    size: int
+    mtime_ns: int
+    sha256: str | None = None
+
+    def same_stat(self, other: "FileState | None") -> bool:
+        return other is not None and (self.size, self.mtime_ns) == (other.size, other.mtime_ns)
+
+
+def scan(root: Path) -> dict[str, FileState]:
+    """Every candidate file of the landing folder by partition key (symlinks are not followed:
+    ingest rejects those that lead outside; a broken one is seen with size 0)."""
+    if not root.is_dir():
+        raise FileNotFoundError(f"landing folder does not exist: {root}")
+    found = {}
+    for path in ingest.list_landing_files(root):
+        try:
+            stat = path.stat()
+        except OSError:
+            stat = path.lstat()
+        found[partition_key(path.relative_to(root).as_posix())] = FileState(stat.st_size, stat.st_mtime_ns)
+    return found
+
+
+def sha256_of(path: Path) -> str | None:
+    """The content hash, streamed; None when the file cannot be read (ingest will say why)."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            while chunk := handle.read(_HASH_CHUNK):
+                digest.update(chunk)
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class Changes:
+    """Partition keys by what happened to their file, each list sorted."""
+
+    new: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    growing: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+
+    @property
+    def to_parse(self) -> list[str]:
+        return sorted([*self.new, *self.changed])
+
+    @property
+    def present(self) -> set[str]:
+        """Every key still in the folder, whatever happened to it."""
+        return {*self.new, *self.changed, *self.growing, *self.unchanged}
+
+    def __bool__(self) -> bool:
+        return bool(self.new or self.changed or self.removed)
+
+
+def detect_changes(
+    root: Path,
+    current: Mapping[str, FileState],
+    known: Mapping[str, str | None],
+    previous: Mapping[str, FileState] | None = None,
+    now_ns: int | None = None,
+    settle_seconds: float = 0.0,
+) -> tuple[Changes, dict[str, FileState]]:
+    """Compare the folder (``current``) with the sha256 last parsed per key (``known``).
+
+    ``previous`` is the previous look (size, mtime and sha256 per key) or None when there is no
+    previous look (the CLI): then every file counts as settled. Returns the changes and the
+    states to remember for the next look (with sha256 filled in for the files that were hashed).
+    """
+    now_ns = now_ns if now_ns is not None else time.time_ns()
+    settle_ns = int(settle_seconds * 1e9)
+    new, changed, growing, unchanged = [], [], [], []
+    seen: dict[str, FileState] = {}
+    for key, state in sorted(current.items()):
+        before = previous.get(key) if previous is not None else None
+        if before is not None and state.same_stat(before) and before.sha256 is not None and before.sha256 == known.get(key):
+            seen[key] = before  # not touched since it was last hashed and parsed
+            unchanged.append(key)
+            continue
+        settled = previous is None or (state.same_stat(before) and now_ns - state.mtime_ns >= settle_ns)
+        if not settled:
+            seen[key] = state
+            growing.append(key)
+            continue
+        sha = sha256_of(root / file_name(key))
+        seen[key] = FileState(state.size, state.mtime_ns, sha)
+        if key not in known:
+            new.append(key)
+        elif sha is None or sha != known[key]:
+            changed.append(key)  # an unreadable file is re-run so ingest records why
+        else:
+            unchanged.append(key)
+    removed = sorted(set(known) - set(current))
+    return Changes(new, changed, removed, growing, unchanged), seen
