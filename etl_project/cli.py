@@ -43,7 +43,9 @@ def run_pipeline(seeds: Path | None, warehouse: Path | None, full: bool = False)
     from etl_project.defs import launch
     from etl_project.definitions import ETL_JOB, defs
 
-    with dg.DagsterInstance.get() as instance:
+    with launch.home_lock(home):  # the first use of a new home creates its database
+        instance = dg.DagsterInstance.get()
+    with instance:
         try:
             plan, result = launch.run_in_process(
                 defs.resolve_job_def(ETL_JOB), instance,

@@ -6,6 +6,8 @@ file's partition is deleted and added again, so the files of one run always form
 range of partition keys, and one run (one step per per-file asset) covers them however many.
 """
 
+import contextlib
+import fcntl
 import os
 import socket
 from dataclasses import dataclass
@@ -41,13 +43,21 @@ class Plan:
 
 def make_plan(changes: landing.Changes, existing: list[str], full: bool = False) -> Plan:
     """Partition bookkeeping for ``changes``; a full refresh parses every file, otherwise only
-    the new and changed ones, which end up last, so the range holds exactly them."""
-    present, still_there = set(existing), changes.present
-    to_add = changes.to_parse
-    to_delete = [*(k for k in existing if k not in still_there), *(k for k in to_add if k in present)]
-    deleted = set(to_delete)
-    order = [k for k in existing if k not in deleted] + to_add
-    return Plan(changes, to_delete, to_add, order if full else to_add)
+    the new and changed ones, which end up last, so the range holds exactly them. Files that
+    already are the newest partitions (another run just added them) are not moved again."""
+    still_there = changes.present
+    removed = [k for k in existing if k not in still_there]
+    remaining = [k for k in existing if k in still_there]
+    wanted = changes.to_parse
+    tail = remaining[len(remaining) - len(wanted):] if wanted else []
+    if set(tail) == set(wanted):
+        to_delete, to_add, order = removed, [], remaining
+    else:
+        readd = [k for k in wanted if k in set(existing)]
+        to_delete, to_add = [*removed, *readd], wanted
+        order = [k for k in remaining if k not in set(readd)] + wanted
+    to_parse = order if full else order[len(order) - len(wanted):] if wanted else []
+    return Plan(changes, to_delete, to_add, to_parse)
 
 
 def plan_run(instance: dg.DagsterInstance, seeds: Path, warehouse: Path, full: bool = False) -> Plan:
@@ -121,9 +131,10 @@ def run_in_process(
 ) -> tuple[Plan, dg.ExecuteInProcessResult]:
     """Sync the partitions with the landing folder and run ``job`` in this process: the per-file
     assets for new and changed files (all files when ``full``), then every cross-file asset."""
-    reap_dead_runs(instance)
-    plan = plan_run(instance, seeds, warehouse, full)
-    apply_plan(instance, plan)
+    with home_lock(Path(instance.root_directory)):
+        reap_dead_runs(instance)
+        plan = plan_run(instance, seeds, warehouse, full)
+        apply_plan(instance, plan)
     result = job.execute_in_process(
         instance=instance,
         tags={**plan.tags(), **process_tags()},
@@ -132,6 +143,20 @@ def run_in_process(
         raise_on_error=False,
     )
     return plan, result
+
+
+@contextlib.contextmanager
+def home_lock(dagster_home: Path):
+    """One process at a time creates the instance's database, compares the folder with the
+    partitions and changes them: two ``etl-project run`` started together must not migrate the
+    same new database or delete and re-add each other's partitions."""
+    dagster_home.mkdir(parents=True, exist_ok=True)
+    with open(dagster_home / ".etl_project.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _process_id(pid: int) -> str | None:

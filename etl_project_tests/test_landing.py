@@ -1,0 +1,84 @@
+"""Partition keys, fingerprints and change detection of the landing folder (no Dagster)."""
+
+import os
+from pathlib import Path
+
+from dagster._core.definitions.partitions.utils.base import INVALID_PARTITION_SUBSTRINGS
+from hypothesis import given
+from hypothesis import strategies as st
+
+from etl_project import landing
+
+
+def test_plain_names_are_their_own_keys():
+    for name in ["000_0f293dacb70f2eae.txt", "sub/dir/list 2025.txt", "ICML 论文.txt", "it's; a \"name\".txt"]:
+        assert landing.partition_key(name) == name
+        assert landing.file_name(name) == name
+
+
+def test_names_dagster_refuses_are_escaped_reversibly():
+    assert landing.partition_key("wait... what.txt") == "wait..%2E what.txt"
+    assert landing.partition_key("100%.txt") == "100%25.txt"
+    assert landing.partition_key("tab\there") == "tab%09here"
+    latin1_name = b"caf\xe9.txt".decode("utf-8", "surrogateescape")
+    assert landing.partition_key(latin1_name) == "caf%E9.txt"
+    for name in ["wait... what.txt", "100%.txt", "tab\there", latin1_name, "....", "%2E"]:
+        assert landing.file_name(landing.partition_key(name)) == name
+
+
+names = st.text(st.characters(codec="utf-8") | st.sampled_from(["%", ".", "\udce9", "\n"]), max_size=30)
+
+
+@given(names)
+def test_keys_round_trip_and_are_valid_partition_keys(name):
+    key = landing.partition_key(name)
+    assert landing.file_name(key) == name
+    assert not any(bad in key for bad in INVALID_PARTITION_SUBSTRINGS)
+
+
+def write(folder: Path, name: str, text: str, mtime: int | None = None) -> Path:
+    path = folder / name
+    path.write_text(text, encoding="utf-8")
+    if mtime is not None:
+        os.utime(path, ns=(mtime, mtime))
+    return path
+
+
+def test_scan_skips_ignored_names(tmp_path: Path):
+    write(tmp_path, "a.txt", "A")
+    write(tmp_path, ".hidden", "H")
+    write(tmp_path, "a.txt~", "backup")
+    assert sorted(landing.scan(tmp_path)) == ["a.txt"]
+
+
+def test_detect_changes_by_content_not_by_touch(tmp_path: Path):
+    a = write(tmp_path, "a.txt", "same")
+    write(tmp_path, "b.txt", "old")
+    write(tmp_path, "c.txt", "new file")
+    known = {"a.txt": landing.sha256_of(a), "b.txt": "0" * 64, "gone.txt": "1" * 64}
+    os.utime(a, ns=(1, 1))  # touched: same bytes, other mtime
+    changes, seen = landing.detect_changes(tmp_path, landing.scan(tmp_path), known)
+    assert (changes.new, changes.changed, changes.removed, changes.unchanged) == (["c.txt"], ["b.txt"], ["gone.txt"], ["a.txt"])
+    assert changes.to_parse == ["b.txt", "c.txt"]
+    assert seen["c.txt"].sha256 == landing.sha256_of(tmp_path / "c.txt")
+
+
+def test_a_growing_file_waits_until_it_settles(tmp_path: Path):
+    now = 10**18
+    write(tmp_path, "big.txt", "first half", mtime=now - 10**9)
+    first, seen = landing.detect_changes(tmp_path, landing.scan(tmp_path), {}, previous={}, now_ns=now, settle_seconds=5)
+    assert first.growing == ["big.txt"] and not first.to_parse
+    write(tmp_path, "big.txt", "first half and the rest", mtime=now)
+    second, seen = landing.detect_changes(tmp_path, landing.scan(tmp_path), {}, previous=seen, now_ns=now + 1, settle_seconds=5)
+    assert second.growing == ["big.txt"]  # it changed since the last look
+    third, seen = landing.detect_changes(tmp_path, landing.scan(tmp_path), {}, previous=seen, now_ns=now + 2, settle_seconds=5)
+    assert third.growing == ["big.txt"]  # unchanged, but not yet old enough
+    fourth, seen = landing.detect_changes(tmp_path, landing.scan(tmp_path), {}, previous=seen, now_ns=now + 6 * 10**9, settle_seconds=5)
+    assert fourth.new == ["big.txt"]
+    assert seen["big.txt"].sha256 == landing.sha256_of(tmp_path / "big.txt")
+
+
+def test_an_unreadable_file_counts_as_changed_so_ingest_records_why(tmp_path: Path):
+    (tmp_path / "dangling.txt").symlink_to(tmp_path / "nowhere")
+    changes, _ = landing.detect_changes(tmp_path, landing.scan(tmp_path), {"dangling.txt": "0" * 64})
+    assert changes.changed == ["dangling.txt"]

@@ -1,0 +1,103 @@
+"""Partition bookkeeping: what a run parses, what it deletes, and the runs it leads to."""
+
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pytest
+
+from etl_project import landing
+from etl_project.defs import launch
+from etl_project.defs.partitions import LANDING_FILES
+from etl_project_tests.conftest import materialize_all
+
+
+def changes(**lists) -> landing.Changes:
+    return landing.Changes(**lists)
+
+
+def test_plan_re_adds_changed_files_last_so_the_run_is_one_range():
+    plan = launch.make_plan(changes(new=["d"], changed=["b"], unchanged=["a", "c"]), existing=["a", "b", "c", "gone"])
+    assert plan.to_delete == ["gone", "b"]
+    assert plan.to_add == ["b", "d"]
+    assert plan.to_parse == ["b", "d"]
+    assert plan.removed == ["gone"]
+    assert plan.tags() == {launch.RANGE_START: "b", launch.RANGE_END: "d"}
+
+
+def test_full_plan_covers_every_partition_in_order():
+    plan = launch.make_plan(changes(new=["d"], changed=["b"], unchanged=["a", "c"]), existing=["a", "b", "c"], full=True)
+    assert plan.to_parse == ["a", "c", "b", "d"]
+    assert plan.tags() == {launch.RANGE_START: "a", launch.RANGE_END: "d"}
+
+
+def test_nothing_to_parse_means_no_range():
+    plan = launch.make_plan(changes(unchanged=["a"]), existing=["a", "b"])
+    assert (plan.to_parse, plan.removed, plan.tags()) == ([], ["b"], {})
+
+
+def paper_list(title: str, *abstracts: str) -> str:
+    return title + "\n\n" + "\n\n".join(abstracts) + "\n"
+
+
+ABSTRACTS = [f"Abstract number {i} studies topic {i} with a method that is described in words." for i in range(6)]
+
+
+def count(warehouse: Path, sql: str):
+    with duckdb.connect(str(warehouse / "warehouse.duckdb"), read_only=True) as con:
+        return con.sql(sql).fetchall()
+
+
+@pytest.fixture
+def instance():
+    with dg.DagsterInstance.ephemeral() as instance:
+        yield instance
+
+
+def test_runs_follow_the_folder_new_changed_removed(tmp_path: Path, instance):
+    landing_dir, warehouse = tmp_path / "landing", tmp_path / "wh"
+    landing_dir.mkdir()
+    (landing_dir / "a.txt").write_text(paper_list("A", *ABSTRACTS[:2]))
+    (landing_dir / "b.txt").write_text(paper_list("B", *ABSTRACTS[2:4]))
+    assert materialize_all(landing_dir, warehouse, instance).success
+    assert instance.get_dynamic_partitions(LANDING_FILES.name) == ["a.txt", "b.txt"]
+
+    # Unchanged folder: nothing parsed, everything republished the same.
+    plan = launch.plan_run(instance, landing_dir, warehouse)
+    assert plan.to_parse == [] and plan.changes.unchanged == ["a.txt", "b.txt"]
+
+    # b changes, c arrives: only they are parsed, b's partition moves last.
+    (landing_dir / "b.txt").write_text(paper_list("B", ABSTRACTS[3]))
+    (landing_dir / "c.txt").write_text(paper_list("C", ABSTRACTS[4], ABSTRACTS[0]))
+    result = materialize_all(landing_dir, warehouse, instance)
+    assert result.success
+    parsed = {e.partition for e in result.get_asset_materialization_events() if e.asset_key == dg.AssetKey("raw_records")}
+    assert parsed == {"b.txt", "c.txt"}
+    assert instance.get_dynamic_partitions(LANDING_FILES.name) == ["a.txt", "b.txt", "c.txt"]
+    assert count(warehouse, "SELECT source_file, record_count FROM source_files ORDER BY 1") == [("a.txt", 2), ("b.txt", 1), ("c.txt", 2)]
+    assert count(warehouse, "SELECT count(*) FROM papers") == [(4,)]  # abstracts 0, 1, 3, 4
+
+    # a is removed: its partition and its records are gone from the next publish.
+    (landing_dir / "a.txt").unlink()
+    result = materialize_all(landing_dir, warehouse, instance)
+    assert result.success
+    assert not [e for e in result.get_asset_materialization_events() if e.partition]  # nothing parsed
+    assert instance.get_dynamic_partitions(LANDING_FILES.name) == ["b.txt", "c.txt"]
+    assert count(warehouse, "SELECT DISTINCT source_file FROM raw_records ORDER BY 1") == [("b.txt",), ("c.txt",)]
+    assert count(warehouse, "SELECT count(*) FROM papers") == [(3,)]
+    assert len(list((warehouse / ".stage" / "raw_records").glob("*.parquet"))) == 2
+
+
+def test_an_empty_landing_folder_publishes_empty_tables(tmp_path: Path, instance):
+    (tmp_path / "landing").mkdir()
+    result = materialize_all(tmp_path / "landing", tmp_path / "wh", instance)
+    assert result.success
+    assert count(tmp_path / "wh", "SELECT (SELECT count(*) FROM source_files), (SELECT count(*) FROM papers)") == [(0, 0)]
+
+
+def test_full_refresh_parses_every_file_again(seeds_copy: Path, tmp_path: Path, instance):
+    assert materialize_all(seeds_copy, tmp_path / "wh", instance).success
+    result = materialize_all(seeds_copy, tmp_path / "wh", instance, full=True)
+    parsed = {e.partition for e in result.get_asset_materialization_events() if e.asset_key == dg.AssetKey("source_files")}
+    assert parsed == {p.name for p in seeds_copy.iterdir()}
+    assert count(tmp_path / "wh", "SELECT count(*) FROM papers") == [(31,)]
