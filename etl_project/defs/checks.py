@@ -2,13 +2,20 @@
 expectation stops the publish; failed WARN expectations (``mostly`` ranges) are reported only."""
 
 import json
+from pathlib import Path
 
 import dagster as dg
 import polars as pl
 
 from etl_project.defs.partitions import WAREHOUSE_POOL
+from etl_project.defs.resources import EtlSettings
 from etl_project.quality import suites
 from etl_project.quality.runner import SuiteResult, run_suite
+
+
+def docs_dir(etl: EtlSettings) -> Path:
+    """Where the Great Expectations Data Docs site of the checks is written."""
+    return etl.warehouse / "data_docs"
 
 
 def check_result(result: SuiteResult) -> dg.AssetCheckResult:
@@ -23,6 +30,9 @@ def check_result(result: SuiteResult) -> dg.AssetCheckResult:
          "observed_value": r.observed_value, "samples": r.samples, "exception": r.exception}
         for r in result.failed
     ]
+    docs = {}
+    if result.docs_page:
+        docs = {"data_docs": dg.MetadataValue.url(result.docs_page), "data_docs_index": dg.MetadataValue.url(result.docs_index)}
     return dg.AssetCheckResult(
         passed=result.passed,
         severity=dg.AssetCheckSeverity(result.severity),
@@ -34,6 +44,7 @@ def check_result(result: SuiteResult) -> dg.AssetCheckResult:
             "expectations_failed": len(failures),
             "expectations": dg.MetadataValue.md("\n".join(lines)),
             "failures": dg.MetadataValue.json(json.loads(json.dumps(failures, default=str))),
+            **docs,
         },
     )
 
@@ -42,44 +53,44 @@ def check_result(result: SuiteResult) -> dg.AssetCheckResult:
     asset="source_files", blocking=True, pool=WAREHOUSE_POOL,
     additional_ins={"raw_records": dg.AssetIn("raw_records"), "rejected_records": dg.AssetIn("rejected_records")},
 )
-def source_files_suite(source_files: pl.DataFrame, raw_records: pl.DataFrame, rejected_records: pl.DataFrame):
+def source_files_suite(etl: EtlSettings, source_files: pl.DataFrame, raw_records: pl.DataFrame, rejected_records: pl.DataFrame):
     """Files unique, statuses valid, rejected files say why, and no character lost: each file's
     decoded text is fully accounted for by its title, raw records and rejected records."""
-    return check_result(run_suite(suites.SOURCE_FILES, suites.source_files_frame(source_files, raw_records, rejected_records)))
+    return check_result(run_suite(suites.SOURCE_FILES, suites.source_files_frame(source_files, raw_records, rejected_records), docs_dir(etl)))
 
 
 @dg.asset_check(asset="raw_records", blocking=True, pool=WAREHOUSE_POOL)
-def raw_records_suite(raw_records: pl.DataFrame):
+def raw_records_suite(etl: EtlSettings, raw_records: pl.DataFrame):
     """record_id unique and not null, ordinals unique per file and >= 1, line spans ordered."""
-    return check_result(run_suite(suites.RAW_RECORDS, suites.raw_records_frame(raw_records)))
+    return check_result(run_suite(suites.RAW_RECORDS, suites.raw_records_frame(raw_records), docs_dir(etl)))
 
 
 @dg.asset_check(asset="records", blocking=True, pool=WAREHOUSE_POOL, additional_ins={"raw_records": dg.AssetIn("raw_records")})
-def records_suite(records: pl.DataFrame, raw_records: pl.DataFrame):
+def records_suite(etl: EtlSettings, records: pl.DataFrame, raw_records: pl.DataFrame):
     """One normalized record per raw record, each with a non-empty text and dedup key."""
-    return check_result(run_suite(suites.records_suite(raw_records.height), suites.records_frame(records)))
+    return check_result(run_suite(suites.records_suite(raw_records.height), suites.records_frame(records), docs_dir(etl)))
 
 
 @dg.asset_check(asset="papers", blocking=True, pool=WAREHOUSE_POOL)
-def papers_suite(papers: pl.DataFrame):
+def papers_suite(etl: EtlSettings, papers: pl.DataFrame):
     """paper_id unique, well-formed, one per key; counts consistent; abstract size sane (mostly)."""
-    return check_result(run_suite(suites.PAPERS, suites.papers_frame(papers)))
+    return check_result(run_suite(suites.PAPERS, suites.papers_frame(papers), docs_dir(etl)))
 
 
 @dg.asset_check(
     asset="paper_occurrences", blocking=True, pool=WAREHOUSE_POOL,
     additional_ins={"raw_records": dg.AssetIn("raw_records"), "papers": dg.AssetIn("papers")},
 )
-def paper_occurrences_suite(paper_occurrences: pl.DataFrame, raw_records: pl.DataFrame, papers: pl.DataFrame):
+def paper_occurrences_suite(etl: EtlSettings, paper_occurrences: pl.DataFrame, raw_records: pl.DataFrame, papers: pl.DataFrame):
     """Every raw record maps to exactly one existing paper; one canonical occurrence per paper."""
     frame = suites.paper_occurrences_frame(paper_occurrences, raw_records, papers)
-    return check_result(run_suite(suites.PAPER_OCCURRENCES, frame))
+    return check_result(run_suite(suites.PAPER_OCCURRENCES, frame, docs_dir(etl)))
 
 
 @dg.asset_check(asset="source_overlap", blocking=True, pool=WAREHOUSE_POOL)
-def source_overlap_suite(source_overlap: pl.DataFrame):
+def source_overlap_suite(etl: EtlSettings, source_overlap: pl.DataFrame):
     """File pairs unique and ordered, shared counts positive, Jaccard within [0, 1]."""
-    return check_result(run_suite(suites.SOURCE_OVERLAP, source_overlap))
+    return check_result(run_suite(suites.SOURCE_OVERLAP, source_overlap, docs_dir(etl)))
 
 
 ALL_CHECKS = [

@@ -1,12 +1,19 @@
-"""Run a Suite with Great Expectations 1.x on a Polars frame.
+"""Run a Suite with Great Expectations 1.x on a Polars frame, and render its Data Docs.
 
 GX costs seconds to import, so it is imported on first use, and one ephemeral context serves the
 whole process. GX validates pandas: only the columns a suite reads are converted.
+
+Data Docs: each validation is stored in the context (in memory) and its page rendered into a
+static site, e.g. ``<warehouse>/data_docs/index.html``. Each run is a process of its own, so the
+site shows that run's validations; pages of earlier runs are removed when a process first writes
+to the site.
 """
 
 import functools
 import os
+import shutil
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import polars as pl
 
@@ -32,6 +39,8 @@ class SuiteResult:
     suite: Suite
     row_count: int
     results: list[RuleResult]
+    docs_page: str | None = None  # file:// URL of this validation's Data Docs page
+    docs_index: str | None = None
 
     @property
     def failed(self) -> list[RuleResult]:
@@ -60,22 +69,56 @@ def _gx():
         .add_dataframe_asset("frame")
         .add_batch_definition_whole_dataframe("whole_frame")
     )
-    return gx, batch_definition
+    return gx, context, batch_definition
 
 
-def run_suite(suite: Suite, frame: pl.DataFrame) -> SuiteResult:
-    gx, batch_definition = _gx()
+@functools.cache
+def _docs_site(docs_dir: Path) -> str:
+    """The context's site writing into ``docs_dir`` (added once per process and folder)."""
+    _, context, _ = _gx()
+    shutil.rmtree(docs_dir / "validations", ignore_errors=True)  # an earlier run's pages
+    name = f"site_{len(context.list_data_docs_sites())}"
+    context.add_data_docs_site(name, {
+        "class_name": "SiteBuilder",
+        "show_how_to_buttons": False,
+        "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(docs_dir)},
+        "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+    })
+    return name
+
+
+def run_suite(suite: Suite, frame: pl.DataFrame, docs_dir: Path | None = None) -> SuiteResult:
+    gx, context, batch_definition = _gx()
     gx_suite = gx.ExpectationSuite(name=suite.name)
     for index, rule in enumerate(suite.rules):
         expectation_class = getattr(gx.expectations, rule.expectation)
         gx_suite.add_expectation(expectation_class(**rule.kwargs, meta={"rule_index": index}))
-    columns = suite.columns() or frame.columns[:1]
-    batch = batch_definition.get_batch(batch_parameters={"dataframe": frame.select(columns).to_pandas()})
-    validation = batch.validate(
-        gx_suite, result_format={"result_format": "SUMMARY", "partial_unexpected_count": SAMPLE_SIZE}
+    gx_suite = context.suites.add_or_update(gx_suite)
+    validation = context.validation_definitions.add_or_update(
+        gx.ValidationDefinition(name=suite.name, data=batch_definition, suite=gx_suite)
     )
-    by_index = {r.expectation_config.meta["rule_index"]: r for r in validation.results}
-    return SuiteResult(suite, frame.height, [_rule_result(rule, by_index[i]) for i, rule in enumerate(suite.rules)])
+    columns = suite.columns() or frame.columns[:1]
+    outcome = validation.run(
+        batch_parameters={"dataframe": frame.select(columns).to_pandas()},
+        result_format={"result_format": "SUMMARY", "partial_unexpected_count": SAMPLE_SIZE},
+    )
+    by_index = {r.expectation_config.meta["rule_index"]: r for r in outcome.results}
+    results = [_rule_result(rule, by_index[i]) for i, rule in enumerate(suite.rules)]
+    if docs_dir is None:
+        return SuiteResult(suite, frame.height, results)
+    page, index = _render_docs(context, docs_dir, suite.name)
+    return SuiteResult(suite, frame.height, results, page, index)
+
+
+def _render_docs(context, docs_dir: Path, suite_name: str) -> tuple[str | None, str | None]:
+    """Render the newest validation of ``suite_name`` (and the index) into the site."""
+    site = _docs_site(docs_dir.resolve())
+    ours = [key for key in context.validation_results_store.list_keys()
+            if key.expectation_suite_identifier.name == suite_name]
+    newest = max(ours, key=lambda key: key.run_id.run_time)
+    index = context.build_data_docs(site_names=[site], resource_identifiers=[newest])[site]
+    pages = context.get_docs_sites_urls(resource_identifier=newest, site_name=site)
+    return (pages[0]["site_url"] if pages else None), index
 
 
 def _rule_result(rule: Rule, result) -> RuleResult:
