@@ -5,7 +5,7 @@ import polars as pl
 
 from etl_project import dedup, ingest, integrity, landing, normalize, publish, stage
 from etl_project.defs import launch
-from etl_project.defs.metadata import markdown_table, run_metadata, table_metadata
+from etl_project.defs.metadata import OWNERS, markdown_table, run_metadata, table_metadata
 from etl_project.defs.partitions import LANDING_FILES, ONE_RUN_PER_BATCH, WAREHOUSE_POOL
 from etl_project.defs.resources import EtlSettings
 
@@ -35,15 +35,18 @@ def by_partition(frame: pl.DataFrame, names: dict[str, str]) -> dict[str, pl.Dat
             description="One row per file seen in the landing folder: sha256, size, encoding, "
             "title, record count, status ('ok', 'empty', 'rejected') and why it was rejected.",
             kinds={"polars"},
+            owners=OWNERS,
         ),
         "raw_records": dg.AssetOut(
             description="One row per paragraph after the title, exactly as decoded (LF line "
             "endings), with its file, 1-based ordinal and line span.",
             kinds={"polars"},
+            owners=OWNERS,
         ),
         "rejected_records": dg.AssetOut(
             description="Paragraphs that decoded but are not plausible records, with the reason.",
             kinds={"polars"},
+            owners=OWNERS,
         ),
     },
     group_name="ingest",
@@ -90,7 +93,7 @@ def landing_files(context: dg.AssetExecutionContext, etl: EtlSettings):
     )
 
 
-@dg.asset(group_name="transform", kinds={"polars"}, **PER_FILE)
+@dg.asset(group_name="transform", kinds={"polars"}, owners=OWNERS, **PER_FILE)
 def records(context: dg.AssetExecutionContext, raw_records: pl.DataFrame) -> dg.Output[dict[str, pl.DataFrame]]:
     """One row per raw record: display text (NFKC, invisible characters removed, whitespace
     folded) and the dedup key (also case, quotes and dashes folded). raw_text stays as it was."""
@@ -111,10 +114,12 @@ def records(context: dg.AssetExecutionContext, raw_records: pl.DataFrame) -> dg.
             description="One row per distinct abstract; paper_id is XXH3-64 of the dedup key. "
             "Canonical record: the first by (source_file, ordinal).",
             kinds={"polars"},
+            owners=OWNERS,
         ),
         "paper_occurrences": dg.AssetOut(
             description="One row per raw record: the paper it belongs to and how it matched.",
             kinds={"polars"},
+            owners=OWNERS,
         ),
     },
     group_name="transform",
@@ -144,7 +149,7 @@ def deduplicated(context: dg.AssetExecutionContext, records: pl.DataFrame):
     )
 
 
-@dg.asset(group_name="transform", kinds={"polars"}, pool=WAREHOUSE_POOL)
+@dg.asset(group_name="transform", kinds={"polars"}, owners=OWNERS, pool=WAREHOUSE_POOL)
 def source_overlap(paper_occurrences: pl.DataFrame) -> dg.Output[pl.DataFrame]:
     """For each pair of files sharing papers: how many, and the Jaccard index of their paper sets."""
     frame = dedup.source_overlap(paper_occurrences)
@@ -154,6 +159,7 @@ def source_overlap(paper_occurrences: pl.DataFrame) -> dg.Output[pl.DataFrame]:
 @dg.asset(
     group_name="publish",
     kinds={"duckdb", "parquet"},
+    owners=OWNERS,
     ins={name: dg.AssetIn(name) for name in PUBLISHED_TABLES},
     pool=WAREHOUSE_POOL,
 )
