@@ -4,12 +4,14 @@ import dagster as dg
 import polars as pl
 
 from etl_project import dedup, ingest, normalize, publish
+from etl_project.enrich.markup import plain_text
 from etl_project.defs.metadata import markdown_table, table_metadata
 from etl_project.defs.resources import EtlSettings
 
 PUBLISHED_TABLES = (
     "source_files", "raw_records", "rejected_records", "records",
     "papers", "paper_occurrences", "source_overlap",
+    "paper_links", "paper_names", "paper_topics",
 )
 
 
@@ -89,6 +91,7 @@ def records(raw_records: pl.DataFrame) -> dg.Output[pl.DataFrame]:
 def deduplicated(records: pl.DataFrame):
     """Exact deduplication of records into papers."""
     papers, occurrences = dedup.deduplicate(records)
+    papers = papers.with_columns(abstract_plain=plain_text(pl.col("abstract")))  # for display and search
     duplicates = occurrences.height - papers.height
     summary = {
         "records": occurrences.height,
