@@ -13,7 +13,8 @@ of these patterns (``pattern`` column), on the display text ``abstract``:
   (method, model, framework, benchmark, dataset, ...; singular), a comma and the name: "we propose
   a new tree-based estimator, `FastPD`, which".
 - ``termed X``: termed, called, dubbed, named, coined, known as or referred to as + the name, in a
-  sentence where *we*, *our*, *this paper/work/study*, *new*, *novel* or *proposed* comes first.
+  sentence where *we*, *our* or *this paper/work/study* comes first, with no word between them that
+  makes it someone else's (*prior, previous, existing, popular, classic, they, their, ...*).
 - ``we call … X``: "We call our proposed neural network ANOVA Tensor Product Neural Network
   (ANOVA-TPNN)".
 The name may be wrapped in markup (``*X*``, ``**X**``, `` `X` ``, ``\\emph{X}``, ``\\textbf{X}``...;
@@ -79,13 +80,15 @@ _RULES = (
      rf"(?P<evidence>{_SUBJECT}{_ADVERBS}{_VERB}\s+(?:a|an|the|our)\s+(?:[\p{{L}}\d'’-]+\s+){{0,8}}?{_HEAD},\s+"
      rf"(?:(?:called|named|termed|dubbed|known as)\s+)?{_name_then_boundary(_LONG)}"),
     ("termed X",
-     rf"(?:\b(?:[Ww]e|[Oo]ur|[Tt]his (?:paper|work|study))\b|\b(?:new|novel|proposed)\b)[^.!?]{{0,200}}?"
+     rf"(?P<span>\b(?:[Ww]e|[Oo]ur|[Tt]his (?:paper|work|study))\b[^.!?]{{0,200}}?)"
      rf"(?P<evidence>\b(?:termed|called|dubbed|named|coined|known as|referred to as)\s+{_name_then_boundary(_LONG_ANY)}"),
     ("we call … X",
      rf"(?P<evidence>\b[Ww]e\s+(?:call|name|term|dub|coin)\s+(?:it|this|them|these|(?:our|the|this|such)\b[^.,;:!?]{{0,80}}?)\s+"
      rf"{_name_then_boundary(_LONG)}"),
 )
-_GROUPS = ("open", "long", "acronym", "name", "evidence", "short", "long_after", "follow")
+_GROUPS = ("open", "long", "acronym", "name", "evidence", "short", "long_after", "follow", "span")
+# Between "we" and "termed X", words that make X someone else's: "we note that prior work ... called X".
+_OTHERS_WORK = r"(?i)\b(?:prior|previous|existing|earlier|recent|popular|standard|classic|conventional|widely[- ]used|well[- ]known|they|their|others)\b"
 
 
 def extract_names(papers: pl.DataFrame, text_column: str = "abstract") -> pl.DataFrame:
@@ -105,6 +108,7 @@ def extract_names(papers: pl.DataFrame, text_column: str = "abstract") -> pl.Dat
             # A bare name must be followed by punctuation or a clause word; "(ACRONYM)" or an
             # expansion delimits it by itself.
             .filter(pl.col("follow").is_not_null() | pl.col("acronym").is_not_null() | pl.col("long_after").is_not_null())
+            .filter(~pl.col("span").fill_null("").str.contains(_OTHERS_WORK))
             .select(
                 "paper_id", "text",
                 priority=pl.lit(priority),
