@@ -25,6 +25,7 @@ def plain(text: str) -> str:
         (r"The input data matrix $\boldsymbol{X}$ is drawn", "The input data matrix X is drawn"),
         (r"computed in $O(n \log n)$ time", "computed in O(n log n) time"),
         (r"with $\alpha_i \leq \beta^{2}$", "with α_i ≤ β^2"),
+        (r"$\alpha\beta\leq\infty$ and \int_0^1 but \inf and \input", "αβ≤∞ and ∫_0^1 but inf and input"),
         (r"\textbf{\emph{nested}} commands", "nested commands"),
         (r"Schr\"{o}dinger, Erd\H{o}s and \'Etienne", "Schrödinger, Erdős and Étienne"),
         (r"ratio \frac{a}{b} and 10---20 items", "ratio a/b and 10—20 items"),

@@ -53,6 +53,11 @@ _SYMBOLS = {
 }
 # Emphasis delimiters only at word edges (CommonMark's flanking rule, simplified): "a*b*c" stays.
 _EMPHASIS = r"(^|[^\p{{L}}\d*_\\])(?:{mark})([^\s*_](?:[^*_\n]*?[^\s*_])?)(?:{mark})([^\p{{L}}\d*_]|$)"
+_START, _END = "\ue001", "\ue002"  # private-use marks around a recognized command
+_LETTER_SYMBOLS = sorted((n for n in _SYMBOLS if n.isalpha()), key=len, reverse=True)
+_SYMBOL_COMMAND = r"\\(" + "|".join(_LETTER_SYMBOLS) + r")([^A-Za-z]|$)"
+_SYMBOL_TOKENS = [_START + n + _END for n in _LETTER_SYMBOLS] + ["\\" + n for n in _SYMBOLS if not n.isalpha()]
+_SYMBOL_VALUES = [_SYMBOLS[n] for n in _LETTER_SYMBOLS] + [_SYMBOLS[n] for n in _SYMBOLS if not n.isalpha()]
 _SPACING = r"\\[,;:! ]|\\quad\b|\\qquad\b|\\(?:left|right|big|Big|bigg|Bigg)\b"
 
 
@@ -73,10 +78,11 @@ def plain_text(text: pl.Expr) -> pl.Expr:
             .str.replace_all(r"([\^_])\{([^{}]*)\}", "${1}${2}")
         )
     out = out.str.replace_all(_SPACING, " ")
-    for name, symbol in _SYMBOLS.items():
-        # A letter command ends at the first non-letter ("\\alpha_i"), which is kept.
-        boundary = r"([^A-Za-z]|$)" if name[0].isalpha() else "()"
-        out = out.str.replace_all(r"\\" + _escape(name) + boundary, symbol.replace("$", "$$") + "${1}")
+    # Known commands in two passes: mark each whole command (a letter command ends at the first
+    # non-letter, so "\\int" is not "\\in" + "t"), then swap the marked tokens for their symbols.
+    for _ in range(2):  # a match consumes the character after it: "\\alpha\\beta" needs two passes
+        out = out.str.replace_all(_SYMBOL_COMMAND, _START + "${1}" + _END + "${2}")
+    out = out.str.replace_many(_SYMBOL_TOKENS, _SYMBOL_VALUES)
     out = out.str.replace_all(r"\\([A-Za-z]+)", "${1}")  # any other command: drop the backslash
     # Inline math: content must not start or end with a space (so "$5 and $10" is money).
     out = out.str.replace_all(r"\$\$([^$]+)\$\$", "${1}").str.replace_all(r"\$([^\s$](?:[^$]{0,400}?[^\s$])?)\$", "${1}")

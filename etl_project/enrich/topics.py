@@ -40,8 +40,9 @@ class Topic:
 
     @property
     def regex(self) -> str:
-        """All patterns as one case-insensitive alternation, each a whole word or phrase."""
-        return r"(?i)\b(?:" + "|".join(f"(?:{p})" for p in self.patterns) + r")\b"
+        """All patterns as one case-insensitive alternation, each a whole word or phrase. The word
+        boundaries are ASCII ones: several times faster than Unicode ones on long texts."""
+        return r"(?i)(?-u:\b)(?:" + "|".join(f"(?:{p})" for p in self.patterns) + r")(?-u:\b)"
 
 
 @dataclass(frozen=True)
