@@ -14,6 +14,7 @@ prints.
 """
 
 import importlib.util
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +28,8 @@ SEARCH_TABLE = f"{SEARCH_SCHEMA}.papers"
 FTS_SCHEMA = "fts_search_papers"  # named by the fts extension after the indexed table
 SNIPPET_CHARS = 140
 SNIPPET_LEAD = 40
+
+log = logging.getLogger(__name__)
 
 
 class FtsUnavailable(RuntimeError):
@@ -50,36 +53,34 @@ def load_statement() -> str:
     return f"LOAD {_literal(str(fts_extension_path()))};"
 
 
-def load_fts(con: duckdb.DuckDBPyConnection) -> bool:
+def load_fts(con: duckdb.DuckDBPyConnection) -> str | None:
     """Install the packaged extension into the connection's extension directory and load it.
-    Returns False when that directory is not writable; the extension is then loaded from the
-    package for this connection only."""
+    Returns None, or why the directory could not take it (the extension is then loaded from the
+    package for this connection only, and other clients need ``load_statement()``)."""
     path = _literal(str(fts_extension_path()))
     try:
         con.execute(f"INSTALL {path}")
-    except duckdb.Error:
+    except duckdb.Error as exc:
         con.execute(f"LOAD {path}")
-        return False
+        return str(exc)
     con.execute("LOAD fts")
-    return True
+    return None
 
 
 def install_fts() -> str:
-    """``etl-project install-fts``: install the extension for DuckDB clients of this user; says
-    where it went and the LOAD line for clients that use another extension directory."""
+    """``etl-project install-fts``: install the extension for this user's DuckDB clients; says
+    where it went, and the LOAD line for clients that use another extension directory."""
     with duckdb.connect() as con:
-        installed = load_fts(con)
-        where = con.sql(
-            "SELECT install_path FROM duckdb_extensions() WHERE extension_name = 'fts'"
-        ).fetchone()[0]
-    lines = [
-        f"fts extension for DuckDB {duckdb.__version__} installed at {where}" if installed
-        else "could not write DuckDB's extension directory",
-        "DuckDB clients of this version now load it by themselves for search_papers(...)." if installed else "",
-        "Anywhere else, run this once per session:",
-        f"  {load_statement()}",
-    ]
-    return "\n".join(line for line in lines if line)
+        problem = load_fts(con)
+        where = con.sql("SELECT install_path FROM duckdb_extensions() WHERE extension_name = 'fts'").fetchone()[0]
+    if problem:
+        head = [f"could not install the fts extension into DuckDB's extension directory: {problem}"]
+    else:
+        head = [
+            f"fts extension for DuckDB {duckdb.__version__} installed at {where}",
+            "DuckDB clients of this version now load it by themselves for search_papers(...).",
+        ]
+    return "\n".join([*head, "Clients with another extension directory run this once per session:", f"  {load_statement()}"])
 
 
 @dataclass(frozen=True)
@@ -246,7 +247,9 @@ def create_analysis_layer(con: duckdb.DuckDBPyConnection) -> list[str]:
         if not all(set(columns) <= present.get(table, set()) for table, columns in obj.requires.items()):
             continue
         if obj.needs_fts and not fts_loaded:
-            load_fts(con)
+            problem = load_fts(con)
+            if problem:
+                log.warning("fts extension not installed for other DuckDB clients (%s); they need: %s", problem, load_statement())
             fts_loaded = True
         for statement in obj.statements:
             con.execute(statement)

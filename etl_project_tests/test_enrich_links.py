@@ -30,6 +30,8 @@ def urls(abstract: str) -> list[str]:
         ("HTTPS://GitHub.COM/Owner/Repo/tree/Main", ["https://github.com/Owner/Repo/tree/Main"]),
         ("code: github.com/owner/repo, models: huggingface.co/org/model.", ["https://github.com/owner/repo", "https://huggingface.co/org/model"]),
         ("Twice: https://x.org/a and again https://x.org/a.", ["https://x.org/a"]),
+        ("Voir «https://x.org/fr» et https://x.org/b…", ["https://x.org/fr", "https://x.org/b"]),
+        ("代码见https://github.com/a/b。数据见 https://x.org/d，谢谢", ["https://github.com/a/b", "https://x.org/d"]),
     ],
 )
 def test_urls_are_trimmed_like_a_linkifier(abstract: str, expected: list[str]):
@@ -41,7 +43,7 @@ def test_urls_are_trimmed_like_a_linkifier(abstract: str, expected: list[str]):
     [
         "Contact ann.lee@www.example.org or bob@github.com/foo for details.",
         "Write to first.last@cs.stanford.edu.",
-        "No link here, a.b.c and github dot com.",
+        "No link here, a.b.c and github dot com, nor in xhttps://no.pe/x or ftp.x.org.",
         "An empty scheme https:// and a host without a dot https://localhost/x.",
     ],
 )

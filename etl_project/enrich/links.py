@@ -5,11 +5,13 @@ Found (on the display text ``abstract``):
   Flavored Markdown's autolinker does);
 - bare ``github.com/…``, ``gitlab.com/…``, ``bitbucket.org/…``, ``huggingface.co/…`` paths (given
   ``https://``, the only scheme those hosts serve).
-A bare host right after ``@``, ``.``, ``-``, ``/`` or a letter is not a link: ``ann@www.x.org`` and
+A URL right after an ASCII letter or digit is not a link (``xhttps://``), and a bare host right
+after ``@``, ``.``, ``-`` or ``/`` is not either: ``ann@www.x.org`` and
 ``me@github.com`` are e-mail addresses, and no e-mail address is ever reported.
 
-A URL ends at whitespace, ``< > " { } | \\ ^``, a backtick, curly quotes or CJK punctuation. Then,
-as in GFM's extended autolinks, trailing ``? ! . , : ; * _ ~ ' "`` are dropped, and so is a trailing
+A URL ends at whitespace, ``< > " { } | \\ ^``, a backtick, typographic quotes (« » “ ” ‘ ’ ...)
+or CJK punctuation. Then, as in GFM's extended autolinks, trailing ``? ! . , : ; * _ ~ ' "`` (and
+``…``) are dropped, and so is a trailing
 ``)`` (or ``]``) while the URL holds more closing than opening ones: ``(see https://x.org/a_(b)).``
 gives ``https://x.org/a_(b)``. The scheme and host are lower-cased (as a browser does); the path
 is kept as written.
@@ -44,14 +46,15 @@ LINKS_SCHEMA = {
     "kind": pl.String, "owner": pl.String, "name": pl.String,
 }
 
-_URL_CHAR = r"[^\s<>\"{}|\\^`\x{2018}-\x{201F}\x{3000}-\x{303F}\x{FF01}-\x{FF0F}\x{FF1A}-\x{FF20}]"
+_URL_CHAR = r"[^\s<>\"{}|\\^`\p{Pi}\p{Pf}\x{3000}-\x{303F}\x{FF01}-\x{FF0F}\x{FF1A}-\x{FF20}]"
 _BARE_HOSTS = r"(?:github\.com|gitlab\.com|bitbucket\.org|huggingface\.co)/"
-# The character before a bare host must not continue a word, an e-mail address or a domain.
+# The character before a URL must not continue an ASCII word (CJK text runs into URLs without a
+# space); before a bare host, not an e-mail address or a domain either.
 _CANDIDATE = (
-    rf"(?i)(?:^|[^\p{{L}}\d_])(?:https?|ftp)://{_URL_CHAR}+"
-    rf"|(?:^|[^\p{{L}}\d_@.\-/])(?:www\.|{_BARE_HOSTS}){_URL_CHAR}+"
+    rf"(?i)(?:^|[^A-Za-z0-9_])(?:https?|ftp)://{_URL_CHAR}+"
+    rf"|(?:^|[^A-Za-z0-9_@.\-/])(?:www\.|{_BARE_HOSTS}){_URL_CHAR}+"
 )
-_TRAILING = "?!.,:;*_~'\""
+_TRAILING = "?!.,:;*_~'\"…"
 _PARTS = r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<userinfo>[^/?#@]*@)?(?P<host>[^/?#:]*)(?P<port>:\d*)?(?P<path>[^?#]*)(?P<tail>.*)$"
 
 _FORGES_TWO_SEGMENTS = r"^(?:www\.)?(?:github\.com|bitbucket\.org|codeberg\.org|gitee\.com)$"
