@@ -88,7 +88,10 @@ _KIND_RULES = (
 def trim_url(url: pl.Expr) -> pl.Expr:
     """One round of trailing-punctuation removal (see the module docstring); apply to a fixpoint."""
     last = url.str.slice(-1)
-    unbalanced = lambda close, open_: (last == close) & (url.str.count_matches(rf"\{close}") > url.str.count_matches(rf"\{open_}"))  # noqa: E731
+
+    def unbalanced(close: str, open_: str) -> pl.Expr:
+        return (last == close) & (url.str.count_matches(rf"\{close}") > url.str.count_matches(rf"\{open_}"))
+
     strip = last.is_in(list(_TRAILING)) | unbalanced(")", "(") | unbalanced("]", "[")
     return pl.when(strip).then(url.str.slice(0, url.str.len_chars() - 1)).otherwise(url)
 
@@ -152,26 +155,28 @@ def _kind(host: pl.Expr, path: pl.Expr) -> pl.Expr:
 
 
 def _owner_name(host: pl.Expr, path: pl.Expr, segments: pl.Expr) -> dict[str, pl.Expr]:
-    seg = lambda i: segments.list.get(i, null_on_oob=True).replace("", None)  # noqa: E731
-    strip_git = lambda e: e.str.replace(r"\.git$", "")  # noqa: E731
+    def seg(i) -> pl.Expr:
+        return segments.list.get(i, null_on_oob=True).replace("", None)
+
+    def strip_git(repo: pl.Expr) -> pl.Expr:
+        return repo.str.replace(r"\.git$", "")
 
     github_like = host.str.contains(_FORGES_TWO_SEGMENTS) & ~seg(0).is_in(_GITHUB_SITE_PAGES)
     # GitLab: groups/subgroups/project, then optionally /-/tree/... ; without /-/ the last segment.
     gitlab_path = path.str.replace(r"/-/.*$", "").str.strip_chars("/").str.split("/")
     gitlab = host == "gitlab.com"
     hugging_face = (host == "huggingface.co") & ~seg(0).is_in(_HF_SITE_PAGES)
-    hf_offset = pl.when(seg(0).is_in(["datasets", "spaces"])).then(1).otherwise(0)
-    hf_seg = lambda i: segments.list.get(hf_offset + i, null_on_oob=True).replace("", None)  # noqa: E731
+    hf_offset = pl.when(seg(0).is_in(["datasets", "spaces"])).then(1).otherwise(0)  # /datasets/owner/name
 
     owner = (
         pl.when(github_like).then(seg(0))
         .when(gitlab & (gitlab_path.list.len() >= 2)).then(gitlab_path.list.slice(0, gitlab_path.list.len() - 1).list.join("/"))
         .when(gitlab).then(gitlab_path.list.first().replace("", None))
-        .when(hugging_face).then(hf_seg(0))
+        .when(hugging_face).then(seg(hf_offset))
     )
     name = (
         pl.when(github_like).then(strip_git(seg(1)))
         .when(gitlab & (gitlab_path.list.len() >= 2)).then(strip_git(gitlab_path.list.last()))
-        .when(hugging_face).then(hf_seg(1))
+        .when(hugging_face).then(seg(hf_offset + 1))
     )
     return {"owner": owner, "name": name}

@@ -57,8 +57,6 @@ _HEAD = (
     r"optimizer|attack|defense|procedure|strategy|scheme|solver|score|test|task|variant|index|"
     r"criterion|regularizer|planner|policy|generator|detector|classifier|transformer|encoder|decoder)"
 )
-
-
 _EXPANSION = (
     rf"(?:\s*(?:[—–]|-{{2,3}}|\()\s*(?P<short>short for\s+)?(?P<long_after>{_LONG})\s*(?:[—–]|-{{2,3}}|\)))?"
 )
