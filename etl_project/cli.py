@@ -24,7 +24,15 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--seeds", type=Path, help=f"landing folder (default: ${settings.SEEDS_ENV} or ./seeds of the project)")
     run.add_argument("--warehouse", type=Path, help=f"output folder (default: ${settings.WAREHOUSE_ENV} or ./warehouse of the project)")
     run.add_argument("--full", action="store_true", help="re-parse every file, changed or not (e.g. after an upgrade)")
+    commands.add_parser(
+        "install-fts", help="install DuckDB's full-text-search extension from its package, so search_papers works offline"
+    )
     args = parser.parse_args(argv)
+    if args.command == "install-fts":
+        from etl_project.warehouse_sql import install_fts
+
+        print(install_fts())
+        return 0
     return run_pipeline(args.seeds, args.warehouse, args.full)
 
 

@@ -18,6 +18,8 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from etl_project import warehouse_sql
+
 DUCKDB_FILE = "warehouse.duckdb"
 PARQUET_LINK = "parquet"
 RELEASES = ".releases"
@@ -67,6 +69,7 @@ def _write_duckdb(tables: dict[str, pl.DataFrame], path: Path) -> None:
             con.register("incoming", arrow)
             con.execute(f"CREATE TABLE {_quote(name)} AS SELECT * FROM incoming")
             con.unregister("incoming")
+        warehouse_sql.create_analysis_layer(con)  # search index, macro and views, inside this release
         con.execute("CHECKPOINT")
 
 

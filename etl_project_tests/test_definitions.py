@@ -16,11 +16,13 @@ def test_definitions_validate():
     assert keys == {
         "source_files", "raw_records", "rejected_records", "records",
         "papers", "paper_occurrences", "source_overlap", "warehouse",
+        "paper_links", "paper_names", "paper_topics",
     }
     checks = {k.name for k in defs.resolve_asset_graph().asset_check_keys}
     assert checks == {
         "source_files_suite", "raw_records_suite", "records_suite",
         "papers_suite", "paper_occurrences_suite", "source_overlap_suite",
+        "papers_plain_text_suite", "paper_links_suite", "paper_names_suite", "paper_topics_suite",
     }
 
 

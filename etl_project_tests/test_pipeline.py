@@ -24,7 +24,7 @@ def published(tmp_path_factory) -> Path:
     result = materialize(root / "landing", root / "warehouse")
     assert result.success
     assert all(c.passed for c in result.get_asset_check_evaluations())
-    assert len(result.get_asset_check_evaluations()) == 6
+    assert len(result.get_asset_check_evaluations()) == 10
     return root / "warehouse"
 
 
@@ -58,7 +58,9 @@ def test_seed_figures_in_parquet(published: Path):
     assert papers["paper_id"].is_unique().all()
     # The same tables in both outputs.
     with duckdb.connect(str(published / "warehouse.duckdb"), read_only=True) as con:
-        tables = {r[0] for r in con.sql("SELECT table_name FROM information_schema.tables").fetchall()}
+        tables = {r[0] for r in con.sql(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' AND table_type = 'BASE TABLE'"
+        ).fetchall()}
     assert tables == {p.stem for p in parquet.glob("*.parquet")}
 
 

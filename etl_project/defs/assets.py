@@ -6,6 +6,7 @@ import polars as pl
 from etl_project import dedup, ingest, integrity, landing, normalize, publish, stage
 from etl_project.defs import launch
 from etl_project.defs.metadata import OWNERS, markdown_table, run_metadata, table_metadata
+from etl_project.enrich.markup import plain_text
 from etl_project.defs.partitions import LANDING_FILES, ONE_RUN_PER_BATCH, WAREHOUSE_POOL
 from etl_project.defs.resources import EtlSettings
 
@@ -13,6 +14,7 @@ PER_FILE_ASSETS = ("source_files", "raw_records", "rejected_records", "records")
 PUBLISHED_TABLES = (
     "source_files", "raw_records", "rejected_records", "records",
     "papers", "paper_occurrences", "source_overlap",
+    "paper_links", "paper_names", "paper_topics",
 )
 
 
@@ -129,6 +131,7 @@ def deduplicated(context: dg.AssetExecutionContext, records: pl.DataFrame):
     """Exact deduplication of records into papers."""
     launch.tag_run_with_process(context)
     papers, occurrences = dedup.deduplicate(records)
+    papers = papers.with_columns(abstract_plain=plain_text(pl.col("abstract")))  # for display and search
     duplicates = occurrences.height - papers.height
     summary = {
         "records": occurrences.height,

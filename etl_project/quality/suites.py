@@ -190,3 +190,112 @@ SOURCE_OVERLAP = Suite("source_overlap", (
     Rule("ExpectColumnValuesToBeBetween", {"column": "shared_papers", "min_value": 1}),
     Rule("ExpectColumnValuesToBeBetween", {"column": "jaccard", "min_value": 0.0, "max_value": 1.0}),
 ))
+
+
+# --- enrichment: papers.abstract_plain, paper_links, paper_names, paper_topics ---------------
+
+from etl_project.enrich import links as enrich_links  # noqa: E402  (kept with its section)
+from etl_project.enrich import names as enrich_names  # noqa: E402
+from etl_project.enrich import topics as enrich_topics  # noqa: E402
+
+PAPERS_PLAIN_TEXT = Suite("papers_plain_text", (
+    Rule("ExpectColumnValuesToNotBeNull", {"column": "plain_chars"}),
+    Rule("ExpectColumnValuesToBeBetween", {"column": "plain_chars", "min_value": 1}),
+    # LaTeX commands or $...$ math left over: the markup rules may need one more case.
+    Rule("ExpectColumnValuesToBeInSet", {"column": "markup_left", "value_set": [False], "mostly": 0.99}, WARN),
+))
+
+
+def papers_plain_text_frame(papers: pl.DataFrame) -> pl.DataFrame:
+    plain = pl.col("abstract_plain")
+    return papers.select(
+        "paper_id",
+        plain_chars=plain.str.len_chars(),
+        markup_left=plain.str.contains(r"\\[A-Za-z]+\{|\$[^\s$][^$]*[^\s$]\$"),
+    )
+
+
+def _paper_exists(frame: pl.DataFrame, papers: pl.DataFrame) -> pl.DataFrame:
+    return frame.join(papers.select("paper_id", paper_exists=pl.lit(True)), on="paper_id", how="left").with_columns(
+        pl.col("paper_exists").fill_null(False)
+    )
+
+
+PAPER_LINKS = Suite("paper_links", (
+    Rule("ExpectColumnValuesToNotBeNull", {"column": "paper_id"}),
+    Rule("ExpectColumnValuesToBeInSet", {"column": "paper_exists", "value_set": [True]}),
+    Rule("ExpectCompoundColumnsToBeUnique", {"column_list": ["paper_id", "url"]}),
+    Rule("ExpectCompoundColumnsToBeUnique", {"column_list": ["paper_id", "link_rank"]}),
+    Rule("ExpectColumnValuesToMatchRegex", {"column": "url", "regex": r"^(?:https?|ftp)://[^\s/?#@]*\S*$"}),
+    Rule("ExpectColumnValuesToBeInSet", {"column": "kind", "value_set": list(enrich_links.KINDS)}),
+    # Hosts are lower case and hold a dot; URLs end as a linkifier would end them.
+    Rule("ExpectColumnValuesToMatchRegex", {"column": "host", "regex": r"^[^A-Z\s]+\.[^A-Z\s]+$"}),
+    Rule("ExpectColumnValuesToBeInSet", {"column": "trimmed", "value_set": [True]}),
+    # A repository link on a forge names its owner.
+    Rule("ExpectColumnValuesToBeInSet", {"column": "forge_repo_has_owner", "value_set": [True]}),
+))
+
+
+def paper_links_frame(paper_links: pl.DataFrame, papers: pl.DataFrame) -> pl.DataFrame:
+    url = pl.col("url")
+    forge_repo = pl.col("host").is_in(["github.com", "gitlab.com", "huggingface.co"]) & pl.col("kind").is_in(
+        ["code_repository", "model", "dataset", "demo"]
+    )
+    frame = paper_links.select(
+        "paper_id", "url", "link_rank", "kind", "host",
+        trimmed=enrich_links.trim_url(url) == url,
+        forge_repo_has_owner=~forge_repo | pl.col("owner").is_not_null() | pl.col("url").str.contains(r"^[a-z]+://[^/]+/?$"),
+    )
+    return _paper_exists(frame, papers)
+
+
+PAPER_NAMES = Suite("paper_names", (
+    Rule("ExpectColumnValuesToNotBeNull", {"column": "paper_id"}),
+    Rule("ExpectColumnValuesToBeInSet", {"column": "paper_exists", "value_set": [True]}),
+    Rule("ExpectCompoundColumnsToBeUnique", {"column_list": ["paper_id", "name"]}),
+    Rule("ExpectCompoundColumnsToBeUnique", {"column_list": ["paper_id", "name_rank"]}),
+    Rule("ExpectColumnValuesToBeInSet", {"column": "pattern", "value_set": list(enrich_names.PATTERNS)}),
+    Rule("ExpectColumnValuesToBeBetween", {"column": "name_chars", "min_value": 2, "max_value": 40}),
+    # A name is text of its own abstract, never invented.
+    Rule("ExpectColumnValuesToBeInSet", {"column": "name_in_abstract", "value_set": [True]}),
+))
+
+
+def paper_names_frame(paper_names: pl.DataFrame, papers: pl.DataFrame) -> pl.DataFrame:
+    with_abstract = paper_names.join(papers.select("paper_id", "abstract"), on="paper_id", how="left")
+    frame = with_abstract.select(
+        "paper_id", "name", "name_rank", "pattern",
+        name_chars=pl.col("name").str.len_chars(),
+        name_in_abstract=pl.col("abstract").str.contains(pl.col("name"), literal=True).fill_null(False),
+    )
+    return _paper_exists(frame, papers)
+
+
+def paper_topics_suite(topic_ids: list[str]) -> Suite:
+    return Suite("paper_topics", (
+        # Every paper has at least one topic (papers without one show up with a null topic).
+        Rule("ExpectColumnValuesToNotBeNull", {"column": "topic"}),
+        Rule("ExpectColumnValuesToBeInSet", {"column": "paper_exists", "value_set": [True]}),
+        Rule("ExpectCompoundColumnsToBeUnique", {"column_list": ["paper_id", "topic"]}),
+        Rule("ExpectColumnValuesToBeInSet", {"column": "topic", "value_set": topic_ids}),
+        # 'other' only for papers with no other topic; a real topic always has evidence.
+        Rule("ExpectColumnValuesToBeInSet", {"column": "consistent", "value_set": [True]}),
+    ))
+
+
+def paper_topics_frame(paper_topics: pl.DataFrame, papers: pl.DataFrame) -> pl.DataFrame:
+    per_paper = paper_topics.group_by("paper_id").agg(topics_of_paper=pl.len())
+    is_other = pl.col("topic") == enrich_topics.OTHER
+    return (
+        papers.select("paper_id", paper_exists=pl.lit(True))
+        .join(paper_topics.select("paper_id", "topic", "match_count", evidence=pl.col("evidence").list.len()),
+              on="paper_id", how="full", coalesce=True)
+        .join(per_paper, on="paper_id", how="left")
+        .with_columns(pl.col("paper_exists").fill_null(False))
+        .select(
+            "paper_id", "topic", "paper_exists",
+            consistent=pl.when(pl.col("topic").is_null()).then(True)
+            .when(is_other).then(pl.col("topics_of_paper") == 1)
+            .otherwise((pl.col("match_count") >= 1) & (pl.col("evidence") >= 1)),
+        )
+    )

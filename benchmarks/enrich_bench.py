@@ -1,0 +1,76 @@
+"""Speed of the enrichment stages and of the DuckDB search layer on many papers.
+
+Papers are the seeds' abstracts, each copy made distinct by a numbered sentence (so URLs, names
+and markup occur at the seeds' rates). Prints the median of several runs per stage.
+
+    PYTHONPATH=$PWD python benchmarks/enrich_bench.py --papers 100000 --repeat 3
+"""
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from etl_project import dedup, ingest, normalize, warehouse_sql
+from etl_project.enrich import links, markup, names, topics
+
+SEEDS = Path(__file__).resolve().parents[1] / "seeds"
+
+
+def make_papers(count: int) -> pl.DataFrame:
+    parsed = ingest.parse_files(ingest.read_landing_folder(SEEDS))
+    seeds, _ = dedup.deduplicate(normalize.normalize_records(parsed.raw_records))
+    abstracts = seeds["abstract"]
+    index = pl.int_range(count, eager=True)
+    return pl.DataFrame({
+        "paper_id": index.cast(pl.String).str.zfill(16),
+        "abstract": abstracts.gather(index % len(abstracts)) + " Variant " + index.cast(pl.String) + ".",
+    })
+
+
+def timed(repeat: int, action) -> tuple[float, object]:
+    times, result = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = action()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--papers", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    papers = make_papers(args.papers)
+    mb = papers["abstract"].str.len_bytes().sum() / 1e6
+    print(f"{papers.height} papers, {mb:.0f} MB of abstracts; median of {args.repeat} runs")
+    seconds, papers = timed(args.repeat, lambda: papers.with_columns(abstract_plain=markup.plain_text(pl.col("abstract"))))
+    print(f"abstract_plain   {seconds:7.2f} s  {papers.height / seconds:9.0f} papers/s")
+    seconds, found = timed(args.repeat, lambda: links.extract_links(papers))
+    print(f"paper_links      {seconds:7.2f} s  {papers.height / seconds:9.0f} papers/s  ({found.height} links)")
+    seconds, found = timed(args.repeat, lambda: names.extract_names(papers))
+    print(f"paper_names      {seconds:7.2f} s  {papers.height / seconds:9.0f} papers/s  ({found.height} names)")
+    taxonomy = topics.load_taxonomy()
+    seconds, tagged = timed(args.repeat, lambda: topics.tag_topics(papers, taxonomy))
+    print(f"paper_topics     {seconds:7.2f} s  {papers.height / seconds:9.0f} papers/s  ({tagged.height} tags)")
+
+    with tempfile.TemporaryDirectory() as tmp, duckdb.connect(str(Path(tmp) / "w.duckdb")) as con:
+        for name, frame in {"papers": papers, "paper_names": found}.items():
+            con.register("incoming", frame.to_arrow())
+            con.execute(f"CREATE TABLE {name} AS SELECT * FROM incoming")
+            con.unregister("incoming")
+        seconds, _ = timed(1, lambda: warehouse_sql.create_analysis_layer(con))
+        print(f"fts index        {seconds:7.2f} s  (built once)")
+        for query in ("counterfactual explanations", "over-refusal benchmark for safety"):
+            seconds, hits = timed(args.repeat, lambda: con.sql("SELECT * FROM search_papers(?)", params=[query]).fetchall())
+            print(f"search_papers    {seconds:7.3f} s  {query!r} ({len(hits)} hits)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""Enrichment assets (links, names, topics of each paper) and their blocking quality checks."""
+
+import dagster as dg
+import polars as pl
+
+from etl_project.defs.checks import check_result, docs_dir
+from etl_project.defs.metadata import OWNERS, markdown_table, table_metadata
+from etl_project.defs.partitions import WAREHOUSE_POOL
+from etl_project.defs.resources import EtlSettings
+from etl_project.enrich import links, names, topics
+from etl_project.quality import suites
+from etl_project.quality.runner import run_suite
+
+
+def _share(part: int, whole: int) -> float:
+    return round(part / whole, 4) if whole else 0.0
+
+
+@dg.asset(group_name="enrich", kinds={"polars"}, owners=OWNERS, pool=WAREHOUSE_POOL)
+def paper_links(papers: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+    """Every URL in each paper's abstract, trimmed as a linkifier would, with host, kind
+    (code_repository, dataset, model, project_page, anonymous_review, ...) and, for GitHub, GitLab
+    and Hugging Face, the repository's owner and name. Rules: etl_project/enrich/links.py."""
+    frame = links.extract_links(papers)
+    with_code = frame.filter(pl.col("kind").is_in(links.CODE_KINDS))["paper_id"].n_unique()
+    return dg.Output(
+        frame,
+        metadata={
+            **table_metadata(frame),
+            "papers_with_links": frame["paper_id"].n_unique(),
+            "papers_with_code": with_code,
+            "share_with_code": _share(with_code, papers.height),
+            "by_kind": dg.MetadataValue.md(markdown_table(frame.group_by("kind").len().sort("len", "kind", descending=[True, False]))),
+        },
+    )
+
+
+@dg.asset(group_name="enrich", kinds={"polars"}, owners=OWNERS, pool=WAREHOUSE_POOL)
+def paper_names(papers: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+    """The names papers give the method, model, benchmark or dataset they introduce ("we propose
+    X", "termed X", "X—short for ...", ...), with the pattern that found each and the evidence.
+    Precision first: papers that introduce no name have no row. Rules: etl_project/enrich/names.py."""
+    frame = names.extract_names(papers)
+    named = frame["paper_id"].n_unique()
+    return dg.Output(
+        frame,
+        metadata={
+            **table_metadata(frame),
+            "papers_named": named,
+            "share_named": _share(named, papers.height),
+            "by_pattern": dg.MetadataValue.md(markdown_table(frame.group_by("pattern").len().sort("len", "pattern", descending=[True, False]))),
+        },
+    )
+
+
+@dg.asset(group_name="enrich", kinds={"polars"}, owners=OWNERS, pool=WAREHOUSE_POOL, code_version=f"taxonomy-{topics.taxonomy_version()}")
+def paper_topics(papers: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+    """Each paper tagged with every topic of the taxonomy (etl_project/enrich/taxonomy.yaml, or
+    $ETL_TAXONOMY) whose patterns its plain text matches, with the matched phrases; 'other' when
+    none. The taxonomy is read on every run; its hash is this asset's code version, so an edited
+    taxonomy shows as a code change once the code location is reloaded."""
+    taxonomy = topics.load_taxonomy()
+    frame = topics.tag_topics(papers, taxonomy)
+    counts = frame.group_by("topic", "label").agg(papers=pl.col("paper_id").n_unique()).sort("papers", "topic", descending=[True, False])
+    return dg.Output(
+        frame,
+        metadata={
+            **table_metadata(frame),
+            "taxonomy": dg.MetadataValue.path(str(taxonomy.path)),
+            "taxonomy_sha256": taxonomy.sha256,
+            "taxonomy_topics": len(taxonomy.topics),
+            "papers_other": frame.filter(pl.col("topic") == topics.OTHER).height,
+            "by_topic": dg.MetadataValue.md(markdown_table(counts)),
+        },
+    )
+
+
+@dg.asset_check(asset="papers", blocking=True, pool=WAREHOUSE_POOL)
+def papers_plain_text_suite(etl: EtlSettings, papers: pl.DataFrame):
+    """abstract_plain present and non-empty for every paper; markup left in it is worth a look."""
+    return check_result(run_suite(suites.PAPERS_PLAIN_TEXT, suites.papers_plain_text_frame(papers), docs_dir(etl)))
+
+
+@dg.asset_check(asset="paper_links", blocking=True, pool=WAREHOUSE_POOL, additional_ins={"papers": dg.AssetIn("papers")})
+def paper_links_suite(etl: EtlSettings, paper_links: pl.DataFrame, papers: pl.DataFrame):
+    """One row per URL per paper of an existing paper; URLs well-formed and trimmed, hosts lower
+    case, kinds known, forge repositories with an owner."""
+    return check_result(run_suite(suites.PAPER_LINKS, suites.paper_links_frame(paper_links, papers), docs_dir(etl)))
+
+
+@dg.asset_check(asset="paper_names", blocking=True, pool=WAREHOUSE_POOL, additional_ins={"papers": dg.AssetIn("papers")})
+def paper_names_suite(etl: EtlSettings, paper_names: pl.DataFrame, papers: pl.DataFrame):
+    """One row per name per paper of an existing paper; each name found verbatim in its abstract,
+    with a known pattern and a plausible length."""
+    return check_result(run_suite(suites.PAPER_NAMES, suites.paper_names_frame(paper_names, papers), docs_dir(etl)))
+
+
+@dg.asset_check(asset="paper_topics", blocking=True, pool=WAREHOUSE_POOL, additional_ins={"papers": dg.AssetIn("papers")})
+def paper_topics_suite(etl: EtlSettings, paper_topics: pl.DataFrame, papers: pl.DataFrame):
+    """Every paper has a topic, topics come from the taxonomy, 'other' only alone, and every
+    taxonomy topic has evidence."""
+    taxonomy_ids = topics.load_taxonomy().topic_ids()
+    frame = suites.paper_topics_frame(paper_topics, papers)
+    return check_result(run_suite(suites.paper_topics_suite(taxonomy_ids), frame, docs_dir(etl)))
+
+
+ENRICH_ASSETS = [paper_links, paper_names, paper_topics]
+ENRICH_CHECKS = [papers_plain_text_suite, paper_links_suite, paper_names_suite, paper_topics_suite]
