@@ -1,11 +1,14 @@
 """Resources: the folders and limits of a run, and the stage that keeps frames between steps."""
 
+import os
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
 
 from etl_project import ingest, normalize, settings, stage
+
+SETTLE_ENV = "ETL_SENSOR_SETTLE_SECONDS"
 
 
 class EtlSettings(dg.ConfigurableResource):
@@ -16,8 +19,9 @@ class EtlSettings(dg.ConfigurableResource):
     warehouse_dir: str = ""
     max_file_bytes: int = ingest.DEFAULT_MAX_FILE_BYTES
     max_record_chars: int = ingest.DEFAULT_MAX_RECORD_CHARS
-    # The landing sensor picks a file up only once it stopped changing for this long.
-    settle_seconds: float = 10.0
+    # The landing sensor picks a file up only once it stopped changing for this long
+    # (ETL_SENSOR_SETTLE_SECONDS, read when the code location loads; default 10).
+    settle_seconds: float = float(os.environ.get(SETTLE_ENV, "10"))
 
     @property
     def seeds(self) -> Path:
