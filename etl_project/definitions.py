@@ -18,7 +18,7 @@ def build_defs(seeds_dir: str = "", warehouse_dir: str = "") -> dg.Definitions:
     the project's own seeds/ and warehouse/)."""
     return dg.Definitions(
         assets=[
-            assets.landing_files, assets.records, assets.deduplicated, assets.source_overlap,
+            assets.parsed_files, assets.landing_tables, assets.deduplicated, assets.source_overlap,
             *ENRICH_ASSETS, assets.warehouse,
         ],
         asset_checks=[*ALL_CHECKS, *ENRICH_CHECKS],

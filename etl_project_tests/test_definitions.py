@@ -14,7 +14,7 @@ def test_definitions_validate():
     job = defs.resolve_job_def(ETL_JOB)
     keys = {k.to_user_string() for k in job.asset_layer.executable_asset_keys}
     assert keys == {
-        "source_files", "raw_records", "rejected_records", "records",
+        "parsed_files", "source_files", "raw_records", "rejected_records", "records",
         "papers", "paper_occurrences", "source_overlap", "warehouse",
         "paper_links", "paper_names", "paper_topics",
     }

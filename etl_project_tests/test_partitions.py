@@ -71,7 +71,7 @@ def test_runs_follow_the_folder_new_changed_removed(tmp_path: Path, instance):
     (landing_dir / "c.txt").write_text(paper_list("C", ABSTRACTS[4], ABSTRACTS[0]))
     result = materialize_all(landing_dir, warehouse, instance)
     assert result.success
-    parsed = {e.partition for e in result.get_asset_materialization_events() if e.asset_key == dg.AssetKey("raw_records")}
+    parsed = {e.partition for e in result.get_asset_materialization_events() if e.asset_key == dg.AssetKey("parsed_files")}
     assert parsed == {"b.txt", "c.txt"}
     assert instance.get_dynamic_partitions(LANDING_FILES.name) == ["a.txt", "b.txt", "c.txt"]
     assert count(warehouse, "SELECT source_file, record_count FROM source_files ORDER BY 1") == [("a.txt", 2), ("b.txt", 1), ("c.txt", 2)]
@@ -85,7 +85,7 @@ def test_runs_follow_the_folder_new_changed_removed(tmp_path: Path, instance):
     assert instance.get_dynamic_partitions(LANDING_FILES.name) == ["b.txt", "c.txt"]
     assert count(warehouse, "SELECT DISTINCT source_file FROM raw_records ORDER BY 1") == [("b.txt",), ("c.txt",)]
     assert count(warehouse, "SELECT count(*) FROM papers") == [(3,)]
-    assert len(list((warehouse / ".stage" / "raw_records").glob("*.parquet"))) == 2
+    assert len(list((warehouse / ".stage" / "parsed_files" / "raw_records").glob("*.parquet"))) == 2
 
 
 def test_an_empty_landing_folder_publishes_empty_tables(tmp_path: Path, instance):
@@ -98,6 +98,6 @@ def test_an_empty_landing_folder_publishes_empty_tables(tmp_path: Path, instance
 def test_full_refresh_parses_every_file_again(seeds_copy: Path, tmp_path: Path, instance):
     assert materialize_all(seeds_copy, tmp_path / "wh", instance).success
     result = materialize_all(seeds_copy, tmp_path / "wh", instance, full=True)
-    parsed = {e.partition for e in result.get_asset_materialization_events() if e.asset_key == dg.AssetKey("source_files")}
+    parsed = {e.partition for e in result.get_asset_materialization_events() if e.asset_key == dg.AssetKey("parsed_files")}
     assert parsed == {p.name for p in seeds_copy.iterdir()}
     assert count(tmp_path / "wh", "SELECT count(*) FROM papers") == [(31,)]

@@ -107,7 +107,7 @@ def test_removed_file_deletes_its_partition_and_republishes(folder: Landing):
     assert launch.RANGE_START not in run.tags
     job = folder.defs.resolve_job_def("etl")
     assert run.asset_selection == launch.cross_file_assets(job)
-    assert dg.AssetKey("warehouse") in run.asset_selection and dg.AssetKey("raw_records") not in run.asset_selection
+    assert dg.AssetKey("warehouse") in run.asset_selection and dg.AssetKey("parsed_files") not in run.asset_selection
 
 
 def test_growing_file_is_not_picked_up_until_stable(folder: Landing):

@@ -28,9 +28,12 @@ ARTIFACTS = Path(__file__).resolve().parent / "artifacts" / "services_e2e"
 LOCATION = "etl_project"
 JOB = "etl"
 SENSOR = "landing_sensor"
-PER_FILE_ASSETS = ["source_files", "raw_records", "rejected_records", "records"]
-CROSS_FILE_ASSETS = ["papers", "paper_occurrences", "source_overlap", "warehouse"]
-GROUPS = ["ingest", "transform", "publish"]
+PER_FILE_ASSETS = ["parsed_files"]
+CROSS_FILE_ASSETS = [
+    "source_files", "raw_records", "rejected_records", "records", "papers", "paper_occurrences",
+    "source_overlap", "paper_links", "paper_names", "paper_topics", "warehouse",
+]
+GROUPS = ["ingest", "transform", "enrich", "publish"]
 
 # Bounded waits, generous for a loaded 2-core machine (the whole test takes ~1.5 min there).
 LOAD_TIMEOUT = 180
@@ -88,7 +91,7 @@ def test_dagster_dev_graphql_sensor_and_ui(dagster_dev: DagsterDev, seeds_copy: 
     seed_keys = sorted(p.name for p in seeds_copy.iterdir())
 
     def partitions_registered():
-        node = dev.graphql(PARTITIONS_QUERY, {"path": ["source_files"]})["assetNodeOrError"]
+        node = dev.graphql(PARTITIONS_QUERY, {"path": ["parsed_files"]})["assetNodeOrError"]
         return node["partitionKeys"] if node["partitionKeys"] == seed_keys else None
 
     try:
@@ -164,11 +167,13 @@ def test_dagster_dev_graphql_sensor_and_ui(dagster_dev: DagsterDev, seeds_copy: 
     url = f"{dev.url}/asset-groups?expanded={expanded}"
     screenshot = ARTIFACTS / "asset_graph.png"
     screenshot.unlink(missing_ok=True)
-    dom = render_page(chromium, url, ARTIFACTS / "asset_graph.html", screenshot, tmp_path / "chromium_profile")
+    # A window large enough for the whole graph: the UI renders only the nodes in view.
+    window = (3000, 3000)
+    dom = render_page(chromium, url, ARTIFACTS / "asset_graph.html", screenshot, tmp_path / "chromium_profile", window=window)
     text = visible_text(dom)
     missing = [a for a in [*PER_FILE_ASSETS, *CROSS_FILE_ASSETS, *GROUPS] if not re.search(rf"(?<![\w]){a}(?![\w])", text)]
     assert not missing, f"asset graph at {url} does not show {missing}; page text: {text[:1500]}"
-    assert png_size(screenshot) == (1400, 900)
+    assert png_size(screenshot) == window
     assert screenshot.stat().st_size > 20_000, "the screenshot looks blank"
 
 

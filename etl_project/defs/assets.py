@@ -5,63 +5,43 @@ import polars as pl
 
 from etl_project import dedup, ingest, integrity, landing, normalize, publish, stage
 from etl_project.defs import launch
-from etl_project.defs.metadata import OWNERS, markdown_table, run_metadata, table_metadata
-from etl_project.enrich.markup import plain_text
+from etl_project.defs.metadata import OWNERS, markdown_table, table_metadata
 from etl_project.defs.partitions import LANDING_FILES, ONE_RUN_PER_BATCH, WAREHOUSE_POOL
 from etl_project.defs.resources import EtlSettings
+from etl_project.enrich.markup import plain_text
 
-PER_FILE_ASSETS = ("source_files", "raw_records", "rejected_records", "records")
 PUBLISHED_TABLES = (
     "source_files", "raw_records", "rejected_records", "records",
     "papers", "paper_occurrences", "source_overlap",
     "paper_links", "paper_names", "paper_topics",
 )
-
-
-PER_FILE = {"partitions_def": LANDING_FILES, "backfill_policy": ONE_RUN_PER_BATCH, "pool": WAREHOUSE_POOL}
 # Per-partition metadata costs Dagster a lookup of every partition per call: give it to the runs
 # of a few files (what the sensor launches), not to a full refresh of thousands.
 PER_PARTITION_METADATA_LIMIT = 50
 
 
-def by_partition(frame: pl.DataFrame, names: dict[str, str]) -> dict[str, pl.DataFrame]:
-    """Split a frame of several files into ``{partition_key: rows of that file}``, with an empty
-    frame for a file that has no rows."""
-    parts = {name: part for (name,), part in frame.partition_by("source_file", as_dict=True).items()}
-    return {key: parts.get(name, frame.clear()) for key, name in names.items()}
-
-
-@dg.multi_asset(
-    outs={
-        "source_files": dg.AssetOut(
-            description="One row per file seen in the landing folder: sha256, size, encoding, "
-            "title, record count, status ('ok', 'empty', 'rejected') and why it was rejected.",
-            kinds={"polars"},
-            owners=OWNERS,
-        ),
-        "raw_records": dg.AssetOut(
-            description="One row per paragraph after the title, exactly as decoded (LF line "
-            "endings), with its file, 1-based ordinal and line span.",
-            kinds={"polars"},
-            owners=OWNERS,
-        ),
-        "rejected_records": dg.AssetOut(
-            description="Paragraphs that decoded but are not plausible records, with the reason.",
-            kinds={"polars"},
-            owners=OWNERS,
-        ),
-    },
+@dg.asset(
     group_name="ingest",
-    **PER_FILE,
+    kinds={"polars"},
+    owners=OWNERS,
+    partitions_def=LANDING_FILES,
+    backfill_policy=ONE_RUN_PER_BATCH,
+    pool=WAREHOUSE_POOL,
 )
-def landing_files(context: dg.AssetExecutionContext, etl: EtlSettings):
-    """Read the files of this run's partitions (one partition per landing file), decode them and
-    split them into paragraphs. A file that cannot be read becomes a 'rejected' row with the
-    reason, never a failed step."""
+def parsed_files(context: dg.AssetExecutionContext, etl: EtlSettings) -> dg.Output[dict]:
+    """Each landing file (one partition per file) read, decoded, split into title and paragraphs,
+    and its paragraphs normalized; kept per file so a run parses only new and changed files.
+    A file that cannot be read becomes a 'rejected' row with the reason, never a failed step."""
     launch.tag_run_with_process(context)
     names = {key: landing.file_name(key) for key in context.partition_keys}
     files = [ingest.read_landing_file(etl.seeds / name, etl.seeds, etl.max_file_bytes) for name in names.values()]
     parsed = ingest.parse_files(files, etl.max_record_chars)
+    tables = {
+        "source_files": parsed.source_files,
+        "raw_records": parsed.raw_records,
+        "rejected_records": parsed.rejected_records,
+        "records": normalize.normalize_records(parsed.raw_records),
+    }
     refused = parsed.source_files.filter(pl.col("status") == "rejected")
     for row in refused.iter_rows(named=True):
         context.log.warning(f"refused {row['source_file']!r}: {row['error']}")
@@ -69,45 +49,75 @@ def landing_files(context: dg.AssetExecutionContext, etl: EtlSettings):
         rows = {row["source_file"]: row for row in parsed.source_files.iter_rows(named=True)}
         for key, name in names.items():
             row = rows[name]
-            about = {"source_file": name, "sha256": row["sha256"] or "", "status": row["status"]}
-            counts = {"source_files": 1, "raw_records": row["record_count"], "rejected_records": row["rejected_count"]}
-            for asset, count in counts.items():
-                context.add_asset_metadata({**about, "dagster/row_count": count}, asset_key=asset, partition_key=key)
+            context.add_asset_metadata(
+                {"source_file": name, "sha256": row["sha256"] or "", "status": row["status"],
+                 "encoding": row["encoding"] or "", "error": row["error"] or "",
+                 "records": row["record_count"], "rejected_records": row["rejected_count"]},
+                partition_key=key,
+            )
     by_status = dict(parsed.source_files.group_by("status").len().iter_rows())
-    yield dg.Output(
-        by_partition(parsed.source_files, names),
-        "source_files",
+    return dg.Output(
+        split_by_file(tables, names),
         metadata={
-            **run_metadata(parsed.source_files),
+            "files_in_run": len(names),
             **{f"files_{status}": by_status.get(status, 0) for status in ("ok", "empty", "rejected")},
+            "records_in_run": parsed.raw_records.height,
+            "rejected_records_in_run": parsed.rejected_records.height,
             "refused": dg.MetadataValue.md(markdown_table(refused.select("source_file", "error"))),
             "landing_folder": dg.MetadataValue.path(str(etl.seeds)),
         },
     )
-    yield dg.Output(by_partition(parsed.raw_records, names), "raw_records", metadata=run_metadata(parsed.raw_records))
-    yield dg.Output(
-        by_partition(parsed.rejected_records, names),
-        "rejected_records",
-        metadata={
-            **run_metadata(parsed.rejected_records),
-            "by_reason": dg.MetadataValue.md(markdown_table(parsed.rejected_records.group_by("reason").len().sort("reason"))),
-        },
-    )
 
 
-@dg.asset(group_name="transform", kinds={"polars"}, owners=OWNERS, **PER_FILE)
-def records(context: dg.AssetExecutionContext, raw_records: pl.DataFrame) -> dg.Output[dict[str, pl.DataFrame]]:
-    """One row per raw record: display text (NFKC, invisible characters removed, whitespace
-    folded) and the dedup key (also case, quotes and dashes folded). raw_text stays as it was."""
-    frame = normalize.normalize_records(raw_records)
-    changed = frame.join(raw_records.select("record_id", "raw_text"), on="record_id").filter(
-        pl.col("text") != pl.col("raw_text")
-    )
-    names = {key: landing.file_name(key) for key in context.partition_keys}
-    return dg.Output(
-        by_partition(frame, names),
-        metadata={**run_metadata(frame), "records_with_changed_text": changed.height},
-    )
+def split_by_file(tables: dict[str, pl.DataFrame], names: dict[str, str]) -> dict[str, dict[str, pl.DataFrame]]:
+    """``{partition_key: {table: that file's rows}}``; a file with no rows gets empty frames."""
+    parts = {
+        table: {name: rows for (name,), rows in frame.partition_by("source_file", as_dict=True).items()}
+        for table, frame in tables.items()
+    }
+    return {
+        key: {table: parts[table].get(name, frame.clear()) for table, frame in tables.items()}
+        for key, name in names.items()
+    }
+
+
+@dg.multi_asset(
+    outs={
+        "source_files": dg.AssetOut(
+            description="One row per file seen in the landing folder: sha256, size, encoding, "
+            "title, record count, status ('ok', 'empty', 'rejected') and why it was rejected.",
+            kinds={"polars"}, owners=OWNERS, group_name="ingest",
+        ),
+        "raw_records": dg.AssetOut(
+            description="One row per paragraph after the title, exactly as decoded (LF line "
+            "endings), with its file, 1-based ordinal and line span.",
+            kinds={"polars"}, owners=OWNERS, group_name="ingest",
+        ),
+        "rejected_records": dg.AssetOut(
+            description="Paragraphs that decoded but are not plausible records, with the reason.",
+            kinds={"polars"}, owners=OWNERS, group_name="ingest",
+        ),
+        "records": dg.AssetOut(
+            description="One row per raw record: display text (NFKC, invisible characters removed, "
+            "whitespace folded) and the dedup key (also case, quotes and dashes folded). "
+            "raw_text stays as it was.",
+            kinds={"polars"}, owners=OWNERS, group_name="transform",
+        ),
+    },
+    pool=WAREHOUSE_POOL,
+)
+def landing_tables(parsed_files: dict[str, pl.DataFrame]):
+    """Every file's tables, from every partition of parsed_files (the files this run did not
+    parse come from earlier runs), stacked into one table each."""
+    for table in ("source_files", "raw_records", "rejected_records", "records"):
+        frame = parsed_files[table]
+        metadata = table_metadata(frame)
+        if table == "source_files":
+            by_status = dict(frame.group_by("status").len().iter_rows())
+            metadata |= {f"files_{status}": by_status.get(status, 0) for status in ("ok", "empty", "rejected")}
+        elif table == "rejected_records":
+            metadata["by_reason"] = dg.MetadataValue.md(markdown_table(frame.group_by("reason").len().sort("reason")))
+        yield dg.Output(frame, table, metadata=metadata)
 
 
 @dg.multi_asset(
@@ -177,7 +187,7 @@ def warehouse(context: dg.AssetExecutionContext, etl: EtlSettings, **tables: pl.
     release = publish.publish(dict(tables), etl.warehouse, publish.new_release_id())
     context.log.info(f"published release {release.release_id} to {etl.warehouse}")
     current = context.instance.get_dynamic_partitions(LANDING_FILES.name)
-    removed = stage.prune_partitions(etl.warehouse, PER_FILE_ASSETS, current)
+    removed = stage.prune_partitions(etl.warehouse, launch.PER_FILE_ASSET, current)
     files = tables["source_files"]
     by_status = dict(files.group_by("status").len().iter_rows())
     refused = files.filter(pl.col("status") == "rejected").select("source_file", "error")

@@ -18,6 +18,7 @@ import dagster as dg
 from etl_project import landing, stage
 from etl_project.defs.partitions import LANDING_FILES
 
+PER_FILE_ASSET = "parsed_files"
 RANGE_START = "dagster/asset_partition_range_start"
 RANGE_END = "dagster/asset_partition_range_end"
 PID_TAG = "etl_project/pid"
@@ -65,7 +66,7 @@ def plan_run(instance: dg.DagsterInstance, seeds: Path, warehouse: Path, full: b
     current = landing.scan(seeds)
     existing = instance.get_dynamic_partitions(LANDING_FILES.name)
     present = set(existing)
-    known = {k: v for k, v in stage.staged_file_hashes(warehouse, list(current)).items() if k in present}
+    known = {k: v for k, v in stage.staged_file_hashes(warehouse, PER_FILE_ASSET, list(current)).items() if k in present}
     changes, _ = landing.detect_changes(seeds, current, known)
     return make_plan(changes, existing, full)
 

@@ -19,13 +19,6 @@ def table_metadata(frame: pl.DataFrame) -> dict:
     }
 
 
-def run_metadata(frame: pl.DataFrame) -> dict:
-    """For a per-file asset, whose metadata Dagster copies onto every partition of the run: the
-    run's row count is not any one file's, so it is named for what it is."""
-    meta = table_metadata(frame)
-    return {"rows_in_run": meta.pop("dagster/row_count"), **meta}
-
-
 def markdown_table(frame: pl.DataFrame) -> str:
     def cell(value) -> str:
         text = "" if value is None else str(value)

@@ -32,34 +32,37 @@ class EtlSettings(dg.ConfigurableResource):
         return settings.warehouse_dir(self.warehouse_dir)
 
 
-def _empty(asset: str) -> pl.DataFrame:
-    """A per-file table with no partitions at all (an empty landing folder): zero rows, and the
-    schema the stage functions give, so every downstream step runs unchanged."""
+def empty_tables() -> dict[str, pl.DataFrame]:
+    """The per-file tables with zero rows (an empty landing folder), with the schemas the stage
+    functions give, so every downstream step runs unchanged."""
     parsed = ingest.parse_files([])
-    if asset == "records":
-        return normalize.normalize_records(parsed.raw_records)
-    return getattr(parsed, asset)
+    return {
+        "source_files": parsed.source_files,
+        "raw_records": parsed.raw_records,
+        "rejected_records": parsed.rejected_records,
+        "records": normalize.normalize_records(parsed.raw_records),
+    }
 
 
 class StageIOManager(dg.ConfigurableIOManager):
-    """Keeps each asset's Polars frame in the stage (see etl_project.stage): one file per
-    partition for the per-file assets, which return ``{partition_key: frame}``."""
+    """Keeps each asset's value in the stage (see etl_project.stage). A per-file asset returns
+    ``{partition_key: {table: frame}}``; downstream, it loads as ``{table: all files stacked}``."""
 
     etl: EtlSettings
 
     def handle_output(self, context: dg.OutputContext, obj) -> None:
         asset = context.asset_key.to_user_string()
         if context.has_asset_partitions:
-            for key, frame in obj.items():
-                stage.write(frame, stage.partition_path(self.etl.warehouse, asset, key))
+            for key, tables in obj.items():
+                stage.write_partition(self.etl.warehouse, asset, key, tables)
         else:
             stage.write(obj, stage.asset_path(self.etl.warehouse, asset))
 
-    def load_input(self, context: dg.InputContext) -> pl.DataFrame:
+    def load_input(self, context: dg.InputContext):
         asset = context.asset_key.to_user_string()
         if context.has_asset_partitions:
-            frame = stage.read_partitions(self.etl.warehouse, asset, list(context.asset_partition_keys))
-            return _empty(asset) if frame is None else frame
+            keys = list(context.asset_partition_keys)
+            return stage.read_partitions(self.etl.warehouse, asset, keys) if keys else empty_tables()
         return pl.read_parquet(stage.asset_path(self.etl.warehouse, asset))
 
 

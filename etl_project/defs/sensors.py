@@ -53,7 +53,7 @@ def landing_sensor(context: dg.SensorEvaluationContext, etl: EtlSettings):
         return dg.SkipReason(str(exc))
     existing = context.instance.get_dynamic_partitions(LANDING_FILES.name)
     present = set(existing)
-    staged = stage.staged_file_hashes(etl.warehouse, [k for k in current if k in present and k not in requested])
+    staged = stage.staged_file_hashes(etl.warehouse, launch.PER_FILE_ASSET, [k for k in current if k in present and k not in requested])
     known = {**staged, **{k: v for k, v in requested.items() if k in present}}
     changes, looked = landing.detect_changes(
         etl.seeds, current, known, previous=seen, settle_seconds=etl.settle_seconds
