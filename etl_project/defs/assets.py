@@ -126,6 +126,8 @@ def warehouse(context: dg.AssetExecutionContext, etl: EtlSettings, **tables: pl.
     atomically: readers see the previous release or this one. Runs only when no blocking check failed."""
     release = publish.publish(dict(tables), etl.warehouse, publish.new_release_id())
     context.log.info(f"published release {release.release_id} to {etl.warehouse}")
+    for note in release.notes:
+        context.log.warning(note)
     return dg.MaterializeResult(
         metadata={
             "release_id": release.release_id,
