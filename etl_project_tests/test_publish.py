@@ -3,11 +3,9 @@
 Readers and crashing publishers are real subprocesses (DuckDB locks are per process).
 """
 
-import hashlib
 import os
 import signal
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -16,8 +14,7 @@ import polars as pl
 import pytest
 
 from etl_project import publish
-
-PY = sys.executable
+from etl_project_tests.warehouse_helpers import PY, Client, parquet_digests, snapshot
 
 
 def tables(version: int) -> dict[str, pl.DataFrame]:
@@ -28,57 +25,16 @@ def tables(version: int) -> dict[str, pl.DataFrame]:
     }
 
 
-def snapshot(warehouse: Path) -> dict[str, list[tuple]]:
-    """Every table, read through the DuckDB link and through the Parquet link; both must agree."""
-    with duckdb.connect(str(warehouse / "warehouse.duckdb"), read_only=True) as con:
-        names = sorted(r[0] for r in con.sql("SELECT table_name FROM information_schema.tables").fetchall())
-        from_duckdb = {n: sorted(con.sql(f'SELECT * FROM "{n}"').fetchall()) for n in names}
-    from_parquet = {p.stem: sorted(pl.read_parquet(p).rows()) for p in sorted((warehouse / "parquet").glob("*.parquet"))}
-    assert from_duckdb == from_parquet
-    return from_duckdb
-
-
 def release_ids(warehouse: Path) -> list[str]:
     return sorted(p.name for p in (warehouse / ".releases").iterdir() if p.is_dir())
-
-
-class Reader:
-    """A separate process holding ``warehouse.duckdb`` open, answering ``count <table>`` lines."""
-
-    SCRIPT = textwrap.dedent("""
-        import sys, duckdb
-        con = duckdb.connect(sys.argv[1], read_only=sys.argv[2] == "ro")
-        if sys.argv[2] == "rw-write":
-            con.execute("CREATE TABLE mine AS SELECT 42 AS answer")  # leaves a write-ahead log
-        print("ready", flush=True)
-        for line in sys.stdin:
-            table = line.split()[1]
-            print(con.sql(f'SELECT count(*) FROM "{table}"').fetchone()[0], flush=True)
-    """)
-
-    def __init__(self, path: Path, mode: str = "ro"):
-        self.proc = subprocess.Popen([PY, "-c", self.SCRIPT, str(path), mode], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline()
-        assert line == "ready\n", line + self.proc.stderr.read()
-
-    def count(self, table: str) -> int:
-        self.proc.stdin.write(f"count {table}\n")
-        self.proc.stdin.flush()
-        return int(self.proc.stdout.readline())
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
 
 
 @pytest.fixture
 def reader_factory():
     readers = []
 
-    def make(path: Path, mode: str = "ro") -> Reader:
-        readers.append(Reader(path, mode))
+    def make(path: Path, mode: str = "ro") -> Client:
+        readers.append(Client(path, mode))
         return readers[-1]
 
     yield make
@@ -106,8 +62,7 @@ def test_unchanged_tables_give_identical_parquet_bytes(tmp_path: Path):
     wh = tmp_path / "wh"
 
     def digests(release: str) -> dict[str, str]:
-        folder = wh / ".releases" / release / "parquet"
-        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+        return parquet_digests(wh / ".releases" / release / "parquet")
 
     publish.publish(tables(5), wh, "20250101T000000000000Z")
     before = snapshot(wh)
