@@ -137,18 +137,23 @@ def is_ignored(name: str) -> bool:
     )
 
 
-def list_landing_files(root: Path) -> tuple[list[Path], list[OSError]]:
+def list_landing_files(root: Path, errors: list[OSError] | None = None) -> list[Path]:
     """Every candidate path under ``root`` (files, and symlinks to folders, which are reported
-    rather than walked), sorted by relative name, plus the errors of folders that could not be
-    listed. Ignored names are skipped at any depth, and their folders are not even walked."""
+    rather than walked), sorted by relative name. Ignored names are skipped at any depth, and
+    their folders are not even walked. Folders that cannot be listed are appended to ``errors``."""
     found: list[Path] = []
-    errors: list[OSError] = []
-    for dirpath, dirnames, filenames in os.walk(root, onerror=errors.append):  # never follows links
-        here = Path(dirpath)
+    for dirpath, dirnames, filenames in os.walk(root, onerror=None if errors is None else errors.append):
+        here = Path(dirpath)  # os.walk never descends into symlinked folders
         dirnames[:] = [d for d in dirnames if not is_ignored(d)]
         found.extend(here / d for d in dirnames if (here / d).is_symlink())
         found.extend(here / f for f in filenames if not is_ignored(f))
-    return sorted(found, key=lambda p: p.relative_to(root).as_posix()), errors
+    return sorted(found, key=lambda p: p.relative_to(root).as_posix())
+
+
+def source_file_name(relative: str) -> str:
+    """The ``source_file`` of a path relative to the landing folder: the name itself, or for a
+    name that is not valid UTF-8 (Linux allows any bytes) the name with ``\\xNN`` escapes."""
+    return os.fsencode(relative).decode("utf-8", errors="backslashreplace")
 
 
 def decode_bytes(data: bytes) -> Decoded:
@@ -220,7 +225,7 @@ def _clean(text: str) -> str:
 def read_landing_file(path: Path, root: Path, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> LandedFile:
     """Read and decode one file; every failure becomes a LandedFile with an ``error``."""
     relative = path.relative_to(root).as_posix()
-    name = os.fsencode(relative).decode("utf-8", errors="backslashreplace")
+    name = source_file_name(relative)
 
     def rejected(reason: str, sha: str | None = None, size: int | None = None) -> LandedFile:
         return LandedFile(name, sha, size, None, None, reason)
@@ -286,11 +291,10 @@ def read_landing_folder(root: Path, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     """Every file of the landing folder, read and decoded, sorted by name (refusals included)."""
     if not root.is_dir():
         raise FileNotFoundError(f"landing folder does not exist: {root}")
-    paths, errors = list_landing_files(root)
-    files = [read_landing_file(p, root, max_file_bytes) for p in paths]
+    errors: list[OSError] = []
+    files = [read_landing_file(p, root, max_file_bytes) for p in list_landing_files(root, errors)]
     for error in errors:  # a subfolder that could not be listed: say so rather than skip it
-        folder = Path(error.filename)
-        name = os.fsencode(folder.relative_to(root).as_posix()).decode("utf-8", errors="backslashreplace")
+        name = source_file_name(Path(error.filename).relative_to(root).as_posix())
         files.append(LandedFile(name, None, None, None, None, f"cannot list this folder: {error.strerror or error}"))
     return sorted(files, key=lambda f: f.source_file)
 

@@ -283,6 +283,8 @@ def test_file_name_that_is_not_utf8_is_rejected_under_an_escaped_name(tmp_path: 
     (tmp_path / "good.txt").write_text(TEXT)
     files = read_folder(tmp_path)
     assert sorted(files) == ["good.txt", "r\\xe9sum\\xe9.txt"]
+    [odd] = [p for p in ingest.list_landing_files(tmp_path) if p.name != "good.txt"]
+    assert ingest.source_file_name(odd.relative_to(tmp_path).as_posix()) == "r\\xe9sum\\xe9.txt"
     assert "not valid UTF-8" in files["r\\xe9sum\\xe9.txt"].error
     parsed = ingest.parse_files(list(files.values()))  # the name is storable: no crash in Polars
     assert parsed.source_files["status"].to_list() == ["ok", "rejected"]
@@ -310,10 +312,10 @@ def test_max_file_bytes_from_the_environment(monkeypatch):
 
 def test_file_that_vanishes_between_listing_and_reading(tmp_path: Path):
     (tmp_path / "gone.txt").write_text(TEXT)
-    [path], errors = ingest.list_landing_files(tmp_path)
+    [path] = ingest.list_landing_files(tmp_path)
     path.unlink()
     gone = ingest.read_landing_file(path, tmp_path)
-    assert (errors, gone.text, gone.error) == ([], None, "vanished before it could be read")
+    assert (gone.text, gone.error) == (None, "vanished before it could be read")
 
 
 def test_unreadable_file_is_rejected_with_the_os_reason(tmp_path: Path, monkeypatch):
