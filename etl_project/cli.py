@@ -99,6 +99,11 @@ def summarize(result, plan, instance_home: str) -> str:
     ]
     for check in failed:
         lines.append(f"  FAILED {check.asset_key.to_user_string()}:{check.check_name} ({check.severity.value})")
+    for event in result.get_step_failure_events():
+        error = event.step_failure_data.error
+        while error and error.cause:  # the root cause says what went wrong, not Dagster's wrapper
+            error = error.cause
+        lines.append(f"error in step {event.step_key}: {error.message.strip() if error else 'unknown'}")
     if published and published["files_rejected"]:
         lines.append("refused files:\n" + str(published["refused"]))
     if published:

@@ -3,31 +3,67 @@
 File format: a title line, a blank line, then one record per paragraph (paragraphs are separated
 by lines that are empty or hold only whitespace; a hard-wrapped paragraph is one record).
 
-Rules, in order:
-- Ignored (no row at all): names starting with ``.`` (``.DS_Store``, ``.x.swp``), editor
-  leftovers ending in ``~``, ``.swp``, ``.swo`` or ``.tmp``.
-- Rejected (a ``source_files`` row with status ``rejected`` and the reason, no records): symlinks
-  or paths that resolve outside the landing folder, files over ``max_file_bytes``, files holding
-  NUL bytes outside a UTF-16/32 encoding, bytes no encoding decodes.
-- Decoding: a BOM decides (UTF-8/16/32, the BOM is dropped); else strict UTF-8; else the best
-  guess of charset-normalizer (cp1252 winning near ties). Line endings CRLF and CR become LF.
-- The title is the first non-blank line. Every later paragraph is numbered 1, 2, ... in file order;
-  a paragraph that is not a plausible record goes to ``rejected_records`` with its reason and
-  keeps its number, so ``(source_file, ordinal)`` names one paragraph across both tables.
+Which files (rules applied in this order):
+- Files in subfolders are read too, named by their path relative to the landing folder.
+- Ignored (no row at all): hidden names starting with ``.`` at any depth (``.DS_Store``, ``.git/``,
+  vim's ``.x.swp``), Office lock files ``~$*``, emacs autosaves ``#*#``, names ending in ``~``,
+  ``.swp``, ``.swo``, ``.swx``, ``.tmp``, ``.part`` or ``.crdownload`` (backups, swap files and
+  copies still in progress), and ``Thumbs.db``, ``desktop.ini``, ``__MACOSX``.
+- Rejected (a ``source_files`` row with status ``rejected`` and the reason in ``error``, no
+  records): a name that is not valid UTF-8 (recorded with ``\\x`` escapes), a symlink or path that
+  resolves outside the landing folder (never followed), a symlink to a folder, anything that is
+  not a regular file (pipe, device), a broken symlink, a file that vanished or cannot be read, a
+  file larger than ``max_file_bytes`` (default 64 MiB; ``ETL_MAX_FILE_BYTES`` or the ``etl``
+  resource's ``max_file_bytes`` change it), NUL bytes outside a UTF-16/32 file with a BOM, and
+  bytes that no encoding turns into readable text (binary data).
+
+Decoding (``decode_bytes``), first rule that applies:
+1. A byte-order mark decides: UTF-8, UTF-16 or UTF-32 (``encoding_confidence`` 'certain').
+2. Valid UTF-8 is UTF-8 ('certain'); plain ASCII is reported as 'utf-8'.
+3. Mostly UTF-8: if the file holds at least as many valid multi-byte UTF-8 characters as invalid
+   byte sequences, it is UTF-8 with a few stray bytes. Each invalid sequence becomes U+FFFD, the
+   count goes to ``source_files.decode_errors``, and every paragraph holding a U+FFFD goes to
+   ``rejected_records`` (the rest of the file is kept): only the affected records are lost
+   from ``raw_records``, and they stay visible with the reason.
+4. Otherwise a legacy encoding, guessed by charset-normalizer. Its scores often tie: short texts
+   carry no language evidence, and mostly-ASCII Western text decodes equally well as cp1252,
+   cp1250 or cp1257 when only a few letters differ. Every encoding tied with the best match
+   (including those in a match's ``could_be_from_charset``, which decode to the same text) is a
+   candidate, and the first of ``PREFERRED_LEGACY`` wins: cp1252 first (the WHATWG default for
+   unlabelled Western text; Latin-1 text decodes identically), then by how common each encoding
+   is. ``encoding_confidence`` is 'detected' when one reading won, 'ambiguous' when readings that
+   give different text tied (check those files). Known limit, measured by
+   ``benchmarks/encoding_detection.py``: Central European (cp1250, ISO-8859-2) and Turkish
+   (cp1254) files can be read as cp1252, by the detector alone as by this rule; save such files
+   as UTF-8.
+Then every U+FEFF (a BOM of a concatenated file) is dropped and CRLF and CR become LF.
+
+Splitting: the title is the first non-blank line. Every later paragraph is numbered 1, 2, ... in
+file order; a paragraph that is not a plausible record (control characters, U+FFFD, longer than
+``max_record_chars``, no letter or digit) goes to ``rejected_records`` with its reason and keeps
+its number, so ``(source_file, ordinal)`` names one paragraph across both tables. A file with no
+paragraph after its title is ``empty``; a read file with paragraphs is ``ok`` even when all of
+them were rejected.
 """
 
 import codecs
 import hashlib
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 import charset_normalizer
 import polars as pl
 
-DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
+from etl_project import settings
+
+DEFAULT_MAX_FILE_BYTES = settings.max_file_bytes()
 DEFAULT_MAX_RECORD_CHARS = 20_000
 
-_IGNORED_SUFFIXES = ("~", ".swp", ".swo", ".tmp")
+_IGNORED_PREFIXES = (".", "~$")
+_IGNORED_SUFFIXES = ("~", ".swp", ".swo", ".swx", ".tmp", ".part", ".crdownload")
+_IGNORED_NAMES = frozenset({"Thumbs.db", "desktop.ini", "__MACOSX"})
 _BOMS = (  # UTF-32 first: its little-endian BOM starts with UTF-16's.
     (codecs.BOM_UTF32_LE, "utf-32"),
     (codecs.BOM_UTF32_BE, "utf-32"),
@@ -35,17 +71,29 @@ _BOMS = (  # UTF-32 first: its little-endian BOM starts with UTF-16's.
     (codecs.BOM_UTF16_LE, "utf-16"),
     (codecs.BOM_UTF16_BE, "utf-16"),
 )
+# Tie-break order for legacy encodings. cp1252 stands for ISO-8859-1 too; the rest follow their
+# share of non-UTF-8 web pages (W3Techs), Windows code pages before their ISO twins.
+PREFERRED_LEGACY = (
+    "cp1252", "cp1251", "cp932", "shift_jis", "euc_jp", "gb18030", "gbk", "gb2312", "euc_kr",
+    "big5", "cp1250", "iso8859_2", "cp1256", "cp1254", "cp1253", "cp1257", "cp1255", "cp874",
+    "koi8_r", "cp1258",
+)
+# charset-normalizer scores that count as a tie. Coherence (language fit) is noisy at the length
+# of an abstract: French cp1252 text scored 0.667 as cp1257 and 0.611 as cp1252 (measured with
+# benchmarks/encoding_detection.py, which also shows what this margin costs).
+_CHAOS_TIE = 0.005
+_COHERENCE_TIE = 0.06
 # Control characters other than tab and the line break: never part of a real abstract.
 _CONTROL_CHARS = r"[\x00-\x08\x0B-\x1F\x7F-\x9F]"
 _NON_WHITESPACE = r"\s+"
-_TIE_CHAOS = 0.1  # charset-normalizer scores: chaos (lower is better) and coherence (higher)
-_TIE_COHERENCE = 0.05
 
 SOURCE_FILES_SCHEMA = {
     "source_file": pl.String,
     "sha256": pl.String,
     "size_bytes": pl.Int64,
     "encoding": pl.String,
+    "encoding_confidence": pl.String,  # 'certain', 'detected' or 'ambiguous' (see decode_bytes)
+    "decode_errors": pl.UInt32,  # invalid UTF-8 sequences replaced by U+FFFD
     "title": pl.String,
     "record_count": pl.UInt32,
     "rejected_count": pl.UInt32,
@@ -53,6 +101,16 @@ SOURCE_FILES_SCHEMA = {
     "error": pl.String,
     "decoded_chars": pl.Int64,  # non-whitespace characters of the decoded text (accounting)
 }
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """Text with LF line endings, the encoding it was read with and how sure that is."""
+
+    text: str
+    encoding: str
+    confidence: str
+    decode_errors: int = 0
 
 
 @dataclass(frozen=True)
@@ -65,99 +123,180 @@ class LandedFile:
     encoding: str | None
     text: str | None
     error: str | None
+    encoding_confidence: str | None = None
+    decode_errors: int = 0
 
 
 def is_ignored(name: str) -> bool:
-    return name.startswith(".") or name.endswith(_IGNORED_SUFFIXES)
+    """True for hidden files, editor leftovers and OS clutter (see the module docstring)."""
+    return (
+        name.startswith(_IGNORED_PREFIXES)
+        or name.endswith(_IGNORED_SUFFIXES)
+        or name in _IGNORED_NAMES
+        or (len(name) > 1 and name.startswith("#") and name.endswith("#"))
+    )
 
 
-def list_landing_files(root: Path) -> list[Path]:
-    """Every candidate file under ``root``, sorted by relative name; directories are not followed
-    through symlinks, and ignored names (at any depth) are skipped."""
-    found = []
-    for path in root.rglob("*"):
-        rel = path.relative_to(root)
-        if any(is_ignored(part) for part in rel.parts):
-            continue
-        if path.is_symlink() or path.is_file():
-            found.append(path)
+def list_landing_files(root: Path, errors: list[OSError] | None = None) -> list[Path]:
+    """Every candidate path under ``root`` (files, and symlinks to folders, which are reported
+    rather than walked), sorted by relative name. Ignored names are skipped at any depth, and
+    their folders are not even walked. Folders that cannot be listed are appended to ``errors``."""
+    found: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root, onerror=None if errors is None else errors.append):
+        here = Path(dirpath)  # os.walk never descends into symlinked folders
+        dirnames[:] = [d for d in dirnames if not is_ignored(d)]
+        found.extend(here / d for d in dirnames if (here / d).is_symlink())
+        found.extend(here / f for f in filenames if not is_ignored(f))
     return sorted(found, key=lambda p: p.relative_to(root).as_posix())
 
 
-def decode_bytes(data: bytes) -> tuple[str, str]:
-    """Decode raw bytes to text with LF line endings; returns ``(text, encoding)``.
+def source_file_name(relative: str) -> str:
+    """The ``source_file`` of a path relative to the landing folder: the name itself, or for a
+    name that is not valid UTF-8 (Linux allows any bytes) the name with ``\\xNN`` escapes."""
+    return os.fsencode(relative).decode("utf-8", errors="backslashreplace")
+
+
+def decode_bytes(data: bytes) -> Decoded:
+    """Decode raw bytes by the rules of the module docstring.
 
     Raises ValueError with a human-readable reason when the bytes are not text.
     """
     for bom, codec in _BOMS:
         if data.startswith(bom):
             try:
-                return _normalize_newlines(data.decode(codec)), codec
+                return Decoded(_clean(data.decode(codec)), codec, "certain")
             except UnicodeDecodeError as exc:
                 raise ValueError(f"starts with a {codec} byte-order mark but does not decode: {exc.reason}") from exc
     if b"\x00" in data:
-        raise ValueError("binary file: contains NUL bytes")
+        raise ValueError("binary file: contains NUL bytes (UTF-16/32 text needs a byte-order mark)")
     try:
-        return _normalize_newlines(data.decode("utf-8")), "utf-8"
+        return Decoded(_clean(data.decode("utf-8")), "utf-8", "certain")
     except UnicodeDecodeError:
         pass
-    best = _guess_legacy_encoding(data)
-    if best is None:
-        raise ValueError("not text: no character encoding decodes these bytes")
-    return _normalize_newlines(str(best)), best.encoding
+    mostly_utf8 = _decode_mostly_utf8(data)
+    if mostly_utf8 is not None:
+        return mostly_utf8
+    legacy = _decode_legacy(data)
+    if legacy is None:
+        raise ValueError("not text: no character encoding turns these bytes into readable text (binary data?)")
+    return legacy
 
 
-def _guess_legacy_encoding(data: bytes):
-    """charset-normalizer's best match, except that cp1252 wins a near tie: for short Western
-    texts the detector often scores a Baltic or Central European code page a hair better
-    (seen: French cp1252 text read as cp1257), while cp1252 is by far the commonest legacy
-    encoding (browsers read even 'latin-1' as cp1252)."""
+def _decode_mostly_utf8(data: bytes) -> Decoded | None:
+    text = data.decode("utf-8", errors="replace")
+    # Each maximal invalid sequence became one U+FFFD; ASCII bytes always decode to themselves.
+    invalid = text.count("\ufffd") - data.count("\ufffd".encode())
+    ascii_bytes = len(data) - len(data.translate(None, delete=bytes(range(128))))
+    valid_multibyte = len(text) - ascii_bytes - invalid
+    if valid_multibyte < invalid:
+        return None
+    return Decoded(_clean(text), "utf-8", "detected", decode_errors=invalid)
+
+
+def _decode_legacy(data: bytes) -> Decoded | None:
     matches = charset_normalizer.from_bytes(data)
     best = matches.best()
     if best is None:
         return None
-    for match in matches:
-        near_tie = match.chaos <= best.chaos + _TIE_CHAOS and match.coherence >= best.coherence - _TIE_COHERENCE
-        if match.encoding == "cp1252" and near_tie:
-            return match
-    return best
+    tied = [m for m in matches if _ties(m, best)]
+    candidates = {name for m in tied for name in m.could_be_from_charset}
+    ordered = [name for name in PREFERRED_LEGACY if name in candidates] + [m.encoding for m in matches]
+    # The detector may judge large files from samples: a candidate can still fail on the whole.
+    for encoding in dict.fromkeys(ordered):
+        try:
+            text = data.decode(encoding)
+        except UnicodeDecodeError:
+            continue
+        confidence = "ambiguous" if len(tied) > 1 else "detected"
+        return Decoded(_clean(text), encoding, confidence)
+    return None
 
 
-def _normalize_newlines(text: str) -> str:
-    return text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+def _ties(match, best) -> bool:
+    """As good as the best match: chaos (lower is better) and coherence (higher is better) within
+    the tie margins of it, or better."""
+    return match.chaos <= best.chaos + _CHAOS_TIE and match.coherence >= best.coherence - _COHERENCE_TIE
+
+
+def _clean(text: str) -> str:
+    return text.replace("\ufeff", "").replace("\r\n", "\n").replace("\r", "\n")
 
 
 def read_landing_file(path: Path, root: Path, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> LandedFile:
     """Read and decode one file; every failure becomes a LandedFile with an ``error``."""
-    name = path.relative_to(root).as_posix()
+    relative = path.relative_to(root).as_posix()
+    name = source_file_name(relative)
 
     def rejected(reason: str, sha: str | None = None, size: int | None = None) -> LandedFile:
         return LandedFile(name, sha, size, None, None, reason)
 
-    real = path.resolve()
+    if name != relative:
+        return rejected("file name is not valid UTF-8 (shown here with \\x escapes); rename the file")
+    try:
+        real = path.resolve()
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop (Python < 3.13)
+        return rejected(f"cannot resolve the path: {exc}")
     if not real.is_relative_to(root.resolve()):
         return rejected("path leads outside the landing folder (symlink not followed)")
-    if not real.is_file():
-        return rejected("not a regular file")
-    size = real.stat().st_size
-    if size > max_file_bytes:
-        return rejected(f"file too large: {size} bytes, limit is {max_file_bytes}", size=size)
     try:
-        data = real.read_bytes()
+        data, size = _read_regular_file(real, max_file_bytes)
+    except _Refused as exc:
+        return rejected(str(exc), size=exc.size)
+    except FileNotFoundError:
+        gone = "symlink to a missing file" if path.is_symlink() else "vanished before it could be read"
+        return rejected(gone)
     except OSError as exc:
-        return rejected(f"cannot read: {exc.strerror or exc}", size=size)
+        return rejected(f"cannot read: {exc.strerror or exc}")
     sha = hashlib.sha256(data).hexdigest()
     try:
-        text, encoding = decode_bytes(data)
+        decoded = decode_bytes(data)
     except ValueError as exc:
-        return rejected(str(exc), sha, len(data))
-    return LandedFile(name, sha, len(data), encoding, text, None)
+        return rejected(str(exc), sha, size)
+    return LandedFile(name, sha, size, decoded.encoding, decoded.text, None, decoded.confidence, decoded.decode_errors)
+
+
+class _Refused(Exception):
+    def __init__(self, reason: str, size: int | None = None):
+        super().__init__(reason)
+        self.size = size
+
+
+def _read_regular_file(real: Path, max_file_bytes: int) -> tuple[bytes, int]:
+    """The bytes of a regular file, checked on the opened descriptor (no race with a swap)."""
+    # O_NOFOLLOW: a symlink swapped in after resolve() is refused; O_NONBLOCK: a pipe does not hang.
+    fd = os.open(real, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise _Refused("a symlink to a folder (folders are only walked directly)")
+        if not stat.S_ISREG(info.st_mode):
+            raise _Refused("not a regular file (a pipe, socket or device)")
+        if info.st_size > max_file_bytes:
+            raise _Refused(_too_large(info.st_size, max_file_bytes), info.st_size)
+        with open(fd, "rb", closefd=False) as handle:
+            data = handle.read(max_file_bytes + 1)
+    finally:
+        os.close(fd)
+    if len(data) > max_file_bytes:
+        raise _Refused(_too_large(len(data), max_file_bytes) + " (it grew while being read)", len(data))
+    return data, len(data)
+
+
+def _too_large(size: int, limit: int) -> str:
+    return (f"file too large: {size:,} bytes, the limit is {limit:,} "
+            f"({settings.MAX_FILE_BYTES_ENV} or the max_file_bytes setting)")
 
 
 def read_landing_folder(root: Path, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> list[LandedFile]:
+    """Every file of the landing folder, read and decoded, sorted by name (refusals included)."""
     if not root.is_dir():
         raise FileNotFoundError(f"landing folder does not exist: {root}")
-    return [read_landing_file(p, root, max_file_bytes) for p in list_landing_files(root)]
+    errors: list[OSError] = []
+    files = [read_landing_file(p, root, max_file_bytes) for p in list_landing_files(root, errors)]
+    for error in errors:  # a subfolder that could not be listed: say so rather than skip it
+        name = source_file_name(Path(error.filename).relative_to(root).as_posix())
+        files.append(LandedFile(name, None, None, None, None, f"cannot list this folder: {error.strerror or error}"))
+    return sorted(files, key=lambda f: f.source_file)
 
 
 @dataclass(frozen=True)
@@ -222,15 +361,10 @@ def parse_files(files: list[LandedFile], max_record_chars: int = DEFAULT_MAX_REC
         )
     )
     chars = decoded.select("source_file", decoded_chars=non_whitespace_chars(pl.col("text")))
+    meta_columns = ("source_file", "sha256", "size_bytes", "encoding", "encoding_confidence", "decode_errors", "error")
     meta = pl.DataFrame(
-        {
-            "source_file": [f.source_file for f in files],
-            "sha256": [f.sha256 for f in files],
-            "size_bytes": [f.size_bytes for f in files],
-            "encoding": [f.encoding for f in files],
-            "error": [f.error for f in files],
-        },
-        schema={k: SOURCE_FILES_SCHEMA[k] for k in ("source_file", "sha256", "size_bytes", "encoding", "error")},
+        {column: [getattr(f, column) for f in files] for column in meta_columns},
+        schema={column: SOURCE_FILES_SCHEMA[column] for column in meta_columns},
     )
     source_files = (
         meta.join(titles.collect(), on="source_file", how="left")
@@ -239,7 +373,7 @@ def parse_files(files: list[LandedFile], max_record_chars: int = DEFAULT_MAX_REC
         .with_columns(pl.col("record_count", "rejected_count").fill_null(0))
         .with_columns(
             status=pl.when(pl.col("error").is_not_null()).then(pl.lit("rejected"))
-            .when(pl.col("record_count") == 0).then(pl.lit("empty"))
+            .when(pl.col("record_count") + pl.col("rejected_count") == 0).then(pl.lit("empty"))
             .otherwise(pl.lit("ok"))
         )
         .select(list(SOURCE_FILES_SCHEMA))
@@ -263,6 +397,8 @@ def rejection_reason(raw_text: pl.Expr, max_record_chars: int) -> pl.Expr:
     return (
         pl.when(raw_text.str.contains(_CONTROL_CHARS))
         .then(pl.lit("control characters in text"))
+        .when(raw_text.str.contains("\ufffd", literal=True))
+        .then(pl.lit("holds U+FFFD: bytes that did not decode (here or in an earlier conversion)"))
         .when(raw_text.str.len_chars() > max_record_chars)
         .then(pl.lit(f"longer than {max_record_chars} characters"))
         .when(~raw_text.str.contains(r"[\p{L}\p{N}]"))

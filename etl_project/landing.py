@@ -12,7 +12,9 @@ differs from the one last parsed, unchanged otherwise (a ``touch`` is not a chan
 """
 
 import hashlib
+import os
 import re
+import stat
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -74,10 +76,14 @@ def scan(root: Path) -> dict[str, FileState]:
 
 
 def sha256_of(path: Path) -> str | None:
-    """The content hash, streamed; None when the file cannot be read (ingest will say why)."""
+    """The content hash, streamed; None when it is not a regular file or cannot be read (ingest
+    records why). A pipe is never opened for reading, so it cannot block the caller."""
     digest = hashlib.sha256()
     try:
-        with open(path, "rb") as handle:
+        if not stat.S_ISREG(path.stat().st_mode):
+            return None
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with open(fd, "rb") as handle:
             while chunk := handle.read(_HASH_CHUNK):
                 digest.update(chunk)
     except OSError:
@@ -141,8 +147,8 @@ def detect_changes(
         seen[key] = FileState(state.size, state.mtime_ns, sha)
         if key not in known:
             new.append(key)
-        elif sha is None or sha != known[key]:
-            changed.append(key)  # an unreadable file is re-run so ingest records why
+        elif sha != known[key]:  # an unreadable file (None) stays unchanged until it is readable
+            changed.append(key)
         else:
             unchanged.append(key)
     removed = sorted(set(known) - set(current))

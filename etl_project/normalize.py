@@ -3,9 +3,9 @@
 - ``text`` (display): invisible characters removed (format characters such as zero-width space,
   soft hyphen, bidi marks and BOM; control characters; Hangul fillers), Unicode NFKC, every
   whitespace run folded to one space, trimmed.
-- ``dedup_key``: ``text`` with typographic quotes and dashes folded to ASCII and lower-cased, so
-  that typographic variants of one abstract share a key.
-Both are idempotent: applying them to their own output changes nothing.
+- ``dedup_key``: the display text with typographic quotes and dashes folded to ASCII and
+  lower-cased, so that typographic variants of one abstract share a key.
+Each is idempotent on any string: applying it to its own output changes nothing.
 """
 
 import polars as pl
@@ -19,6 +19,7 @@ _DASHES = r"[\x{2010}-\x{2015}\x{2212}\x{2043}\x{FE58}\x{FE63}\x{FF0D}\x{2E3A}\x
 
 
 def display_text(raw: pl.Expr) -> pl.Expr:
+    """Invisible characters removed, NFKC, whitespace runs folded to one space, trimmed."""
     return (
         raw.str.replace_all(_INVISIBLE, "")
         .str.normalize("NFKC")
@@ -29,6 +30,12 @@ def display_text(raw: pl.Expr) -> pl.Expr:
 
 
 def dedup_key(text: pl.Expr) -> pl.Expr:
+    """The key of any text: its display text first, so that compatibility forms which NFKC turns
+    into quotes, dashes or capitals ('‴', '𝕬', '℃') fold like their plain forms."""
+    return _key_of_display_text(display_text(text))
+
+
+def _key_of_display_text(text: pl.Expr) -> pl.Expr:
     folded = (
         text.str.replace_all(_SINGLE_QUOTES, "'")
         .str.replace_all(_DOUBLE_QUOTES, '"')
@@ -44,7 +51,7 @@ def normalize_records(raw_records: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
     return (
         raw_records.lazy()
         .select("record_id", "source_file", "ordinal", text=display_text(pl.col("raw_text")))
-        .with_columns(dedup_key=dedup_key(pl.col("text")))
+        .with_columns(dedup_key=_key_of_display_text(pl.col("text")))  # = dedup_key(raw_text), one NFKC pass less
         .with_columns(
             char_count=pl.col("text").str.len_chars().cast(pl.Int64),
             word_count=word_count(pl.col("text")),

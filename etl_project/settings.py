@@ -10,6 +10,8 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SEEDS_ENV = "ETL_SEEDS_DIR"
 WAREHOUSE_ENV = "ETL_WAREHOUSE_DIR"
+MAX_FILE_BYTES_ENV = "ETL_MAX_FILE_BYTES"
+DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
 
 
 def seeds_dir(explicit: str | os.PathLike | None = None) -> Path:
@@ -18,6 +20,20 @@ def seeds_dir(explicit: str | os.PathLike | None = None) -> Path:
 
 def warehouse_dir(explicit: str | os.PathLike | None = None) -> Path:
     return _resolve(explicit, WAREHOUSE_ENV, PROJECT_ROOT / "warehouse")
+
+
+def max_file_bytes() -> int:
+    """The size above which a landing file is refused: ``ETL_MAX_FILE_BYTES`` or 64 MiB."""
+    value = os.environ.get(MAX_FILE_BYTES_ENV, "").strip()
+    if not value:
+        return DEFAULT_MAX_FILE_BYTES
+    try:
+        limit = int(value)
+    except ValueError:
+        raise ValueError(f"{MAX_FILE_BYTES_ENV} must be a whole number of bytes, not {value!r}") from None
+    if limit < 0:
+        raise ValueError(f"{MAX_FILE_BYTES_ENV} must not be negative, got {limit}")
+    return limit
 
 
 def default_dagster_home() -> Path:

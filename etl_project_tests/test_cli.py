@@ -50,3 +50,4 @@ def test_cli_fails_on_missing_landing_folder(tmp_path: Path):
     assert done.returncode == 1
     assert "FAILED" in done.stdout
     assert "NOT published" in done.stdout
+    assert "landing folder does not exist" in done.stdout

@@ -10,7 +10,16 @@ def display(values: list[str]) -> list[str]:
 
 
 def key(values: list[str]) -> list[str]:
-    return pl.DataFrame({"v": values}, schema={"v": pl.String}).select(normalize.dedup_key(normalize.display_text(pl.col("v"))))["v"].to_list()
+    return pl.DataFrame({"v": values}, schema={"v": pl.String}).select(normalize.dedup_key(pl.col("v")))["v"].to_list()
+
+
+def record_keys(raw_texts: list[str]) -> list[str]:
+    n = len(raw_texts)
+    raw = pl.DataFrame({
+        "record_id": [f"f:{i}" for i in range(n)], "source_file": ["f"] * n, "ordinal": list(range(1, n + 1)),
+        "raw_text": raw_texts,
+    }, schema={"record_id": pl.String, "source_file": pl.String, "ordinal": pl.UInt32, "raw_text": pl.String})
+    return normalize.normalize_records(raw)["dedup_key"].to_list()
 
 
 def test_display_text_removes_invisible_and_folds_whitespace():
@@ -50,8 +59,19 @@ def test_display_text_is_idempotent(values):
     assert display(once) == once
 
 
-@settings(max_examples=300, deadline=None)
+def test_dedup_key_folds_compatibility_forms_on_raw_text():
+    # NFKC turns these into capitals, primes and dashes; the key must fold them in one application.
+    assert key(["𝕬𝖇𝖈", "‴", "\ufe31", "\uff40x", "℃"]) == ["abc", "'''", "-", "'x", "°c"]
+
+
+@settings(max_examples=500, deadline=None)
 @given(st.lists(st.text(alphabet=st.characters(codec="utf-8")), min_size=1, max_size=20))
-def test_dedup_key_is_idempotent(values):
+def test_dedup_key_is_idempotent_on_any_text(values):
     once = key(values)
     assert key(once) == once
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(alphabet=st.characters(codec="utf-8")), min_size=1, max_size=20))
+def test_records_key_equals_dedup_key_of_raw_text(values):
+    assert record_keys(values) == key(values)

@@ -33,8 +33,9 @@ def parsed_files(context: dg.AssetExecutionContext, etl: EtlSettings) -> dg.Outp
     and its paragraphs normalized; kept per file so a run parses only new and changed files.
     A file that cannot be read becomes a 'rejected' row with the reason, never a failed step."""
     launch.tag_run_with_process(context)
-    names = {key: landing.file_name(key) for key in context.partition_keys}
-    files = [ingest.read_landing_file(etl.seeds / name, etl.seeds, etl.max_file_bytes) for name in names.values()]
+    paths = {key: etl.seeds / landing.file_name(key) for key in context.partition_keys}
+    files = [ingest.read_landing_file(path, etl.seeds, etl.max_file_bytes) for path in paths.values()]
+    names = {key: file.source_file for key, file in zip(paths, files)}  # as the tables name them
     parsed = ingest.parse_files(files, etl.max_record_chars)
     tables = {
         "source_files": parsed.source_files,
@@ -108,9 +109,11 @@ def split_by_file(tables: dict[str, pl.DataFrame], names: dict[str, str]) -> dic
 )
 def landing_tables(parsed_files: dict[str, pl.DataFrame]):
     """Every file's tables, from every partition of parsed_files (the files this run did not
-    parse come from earlier runs), stacked into one table each."""
+    parse come from earlier runs), stacked into one table each, in file and paragraph order
+    whatever the order of the partitions."""
     for table in ("source_files", "raw_records", "rejected_records", "records"):
         frame = parsed_files[table]
+        frame = frame.sort("source_file", *(["ordinal"] if "ordinal" in frame.columns else []))
         metadata = table_metadata(frame)
         if table == "source_files":
             by_status = dict(frame.group_by("status").len().iter_rows())
@@ -186,6 +189,8 @@ def warehouse(context: dg.AssetExecutionContext, etl: EtlSettings, **tables: pl.
         raise dg.Failure("not publishing inconsistent tables: " + "; ".join(problems))
     release = publish.publish(dict(tables), etl.warehouse, publish.new_release_id())
     context.log.info(f"published release {release.release_id} to {etl.warehouse}")
+    for note in release.notes:
+        context.log.warning(note)
     current = context.instance.get_dynamic_partitions(LANDING_FILES.name)
     removed = stage.prune_partitions(etl.warehouse, launch.PER_FILE_ASSET, current)
     files = tables["source_files"]
