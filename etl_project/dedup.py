@@ -15,6 +15,8 @@ key, ``near`` for every record of the other exact groups of the cluster, whose `
 the verified Jaccard of their text to the canonical one (1.0 otherwise).
 """
 
+import difflib
+
 import polars as pl
 import xxhash
 
@@ -123,3 +125,57 @@ def source_overlap(occurrences: pl.DataFrame) -> pl.DataFrame:
         .sort("file_a", "file_b")
         .collect()
     )
+
+
+def near_clusters_report(papers: pl.DataFrame, occurrences: pl.DataFrame, records: pl.DataFrame, samples: int = 5) -> dict:
+    """What near matching merged, for a person to judge: cluster count, how many distinct texts
+    (variants) the clusters hold, the similarity spread, and the ``samples`` least similar near
+    members beside their canonical record (the merges most worth a look)."""
+    clusters = papers.filter(pl.col("variant_count") > 1)
+    near = occurrences.filter(pl.col("match_kind") == "near")
+    sizes = clusters.group_by(variants="variant_count").agg(clusters=pl.len().cast(pl.Int64)).sort("variants")
+    weakest = (
+        near.sort("similarity", "source_file", "ordinal")
+        .unique("paper_id", keep="first", maintain_order=True)  # one sample per paper
+        .head(samples)
+        .join(records.select("record_id", member_text="text"), on="record_id", how="left")
+        .join(papers.select("paper_id", "abstract", "canonical_record_id"), on="paper_id", how="left")
+    )
+    pairs = [
+        {
+            "paper_id": row["paper_id"],
+            "canonical": row["canonical_record_id"],
+            "member": row["record_id"],
+            "similarity": round(row["similarity"], 3),
+            "difference": difference_excerpt(row["abstract"] or "", row["member_text"] or ""),
+        }
+        for row in weakest.iter_rows(named=True)
+    ]
+    return {
+        "near_clusters": clusters.height,
+        "near_records": near.height,
+        "largest_cluster_variants": int(clusters["variant_count"].max() or 0),
+        "min_similarity": float(near["similarity"].min()) if near.height else None,
+        "median_similarity": float(near["similarity"].median()) if near.height else None,
+        "sizes": sizes,
+        "samples": pl.DataFrame(pairs, schema={
+            "paper_id": pl.String, "canonical": pl.String, "member": pl.String,
+            "similarity": pl.Float64, "difference": pl.String,
+        }),
+    }
+
+
+def difference_excerpt(canonical: str, member: str, context: int = 5, max_changes: int = 3) -> str:
+    """The first word-level differences of ``member`` against ``canonical``, with a little context:
+    ``… shared words [-removed-] [+added+] shared words …``."""
+    a, b = canonical.split(), member.split()
+    parts = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        removed = f"[-{' '.join(a[i1:i2])}-]" if i2 > i1 else ""
+        added = f"[+{' '.join(b[j1:j2])}+]" if j2 > j1 else ""
+        parts.append(" ".join(["…", *a[max(0, i1 - context): i1], removed, added, *a[i2: i2 + context], "…"]).replace("  ", " "))
+        if len(parts) == max_changes:
+            break
+    return " ".join(parts) if parts else "(same words; differs only in case, spacing or symbols)"

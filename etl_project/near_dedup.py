@@ -165,22 +165,6 @@ def token_text(text: pl.Expr) -> pl.Expr:
     )
 
 
-def tokens(text: str) -> list[str]:
-    """The tokens of one text, as the vectorized path sees them (for tests and reports)."""
-    reduced = pl.select(token_text(pl.lit(text))).item()
-    data = np.frombuffer(reduced.encode("utf-8"), dtype=np.uint8)
-    words, current = [], bytearray()
-    for byte, is_token in zip(data.tolist(), _TOKEN_BYTE[data].tolist()):
-        if is_token:
-            current.append(byte)
-        elif current:
-            words.append(current.decode("utf-8"))
-            current = bytearray()
-    if current:
-        words.append(current.decode("utf-8"))
-    return words
-
-
 @dataclass
 class Shingles:
     """Shingle hashes of a batch: text ``i`` owns ``hashes[offsets[i]:offsets[i + 1]]``."""
@@ -258,10 +242,11 @@ def _shingle_hashes(token_hashes: np.ndarray, token_counts: np.ndarray, k: int, 
 
 def _chunks(byte_offsets: np.ndarray, chunk_bytes: int) -> list[tuple[int, int]]:
     """Split documents into consecutive ranges of about ``chunk_bytes`` text each."""
-    cuts = np.searchsorted(byte_offsets, np.arange(0, byte_offsets[-1], chunk_bytes), side="right") - 1
-    bounds = np.unique(np.concatenate([cuts, [len(byte_offsets) - 1]]))
-    bounds[0] = 0
-    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+    n = len(byte_offsets) - 1
+    targets = np.arange(chunk_bytes, byte_offsets[-1], chunk_bytes)
+    cuts = np.searchsorted(byte_offsets, targets, side="left")  # first document starting there
+    bounds = np.unique(np.concatenate([[0], cuts, [n]]))
+    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 def _arrow_bytes(texts: pl.Series) -> tuple[np.ndarray, np.ndarray]:

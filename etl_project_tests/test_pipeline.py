@@ -24,7 +24,7 @@ def published(tmp_path_factory) -> Path:
     result = materialize(root / "landing", root / "warehouse")
     assert result.success
     assert all(c.passed for c in result.get_asset_check_evaluations())
-    assert len(result.get_asset_check_evaluations()) == 6
+    assert len(result.get_asset_check_evaluations()) == 7
     return root / "warehouse"
 
 

@@ -75,19 +75,20 @@ def records(raw_records: pl.DataFrame) -> dg.Output[pl.DataFrame]:
 @dg.multi_asset(
     outs={
         "papers": dg.AssetOut(
-            description="One row per distinct abstract; paper_id is XXH3-64 of the dedup key. "
-            "Canonical record: the first by (source_file, ordinal).",
+            description="One row per distinct abstract (exact and near duplicates merged); paper_id is "
+            "XXH3-64 of the canonical record's dedup key. Canonical record: the first by (source_file, ordinal).",
             kinds={"polars"},
         ),
         "paper_occurrences": dg.AssetOut(
-            description="One row per raw record: the paper it belongs to and how it matched.",
+            description="One row per raw record: the paper it belongs to and how it matched "
+            "('canonical', 'exact', or 'near' with its verified Jaccard similarity to the canonical).",
             kinds={"polars"},
         ),
     },
     group_name="transform",
 )
 def deduplicated(records: pl.DataFrame):
-    """Exact deduplication of records into papers."""
+    """Exact, then near-duplicate deduplication of records into papers (etl_project.near_dedup)."""
     papers, occurrences = dedup.deduplicate(records)
     duplicates = occurrences.height - papers.height
     summary = {
@@ -97,6 +98,8 @@ def deduplicated(records: pl.DataFrame):
         "duplicate_rate": round(duplicates / occurrences.height, 4) if occurrences.height else 0.0,
         "papers_in_several_files": papers.filter(pl.col("source_count") > 1).height,
         "largest_group": int(papers["occurrence_count"].max() or 0),
+        "near_clusters": papers.filter(pl.col("variant_count") > 1).height,
+        "near_records": occurrences.filter(pl.col("match_kind") == "near").height,
     }
     yield dg.Output(papers, "papers", metadata={**table_metadata(papers.drop("dedup_key")), **summary})
     yield dg.Output(
