@@ -109,7 +109,7 @@ class NearConfig:
     min_words: int = 10
     max_bucket: int = 64
     seed: int = 20250701
-    chunk_bytes: int = 1 << 22
+    chunk_bytes: int = 1 << 21
     pair_chunk: int = 1 << 20
 
     def __post_init__(self):
@@ -258,12 +258,16 @@ def _arrow_bytes(texts: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     return data, offsets
 
 
-def iter_shingles(texts: pl.Series, config: NearConfig):
-    """Yield ``(first_index, Shingles)`` chunk by chunk; memory stays bounded by ``chunk_bytes``."""
+def iter_shingles(texts: pl.Series, config: NearConfig, rows: np.ndarray | None = None):
+    """Yield ``(first_index, Shingles)`` chunk by chunk over ``texts`` (or over ``texts[rows]``,
+    gathered a chunk at a time); memory stays bounded by ``chunk_bytes``."""
     lengths = texts.fill_null("").str.len_bytes().cast(pl.Int64).to_numpy()
+    if rows is not None:
+        lengths = lengths[rows]
     byte_offsets = np.concatenate([[0], np.cumsum(lengths)])
     for lo, hi in _chunks(byte_offsets, config.chunk_bytes):
-        reduced = texts.slice(lo, hi - lo).to_frame("t").select(token_text(pl.col("t"))).to_series()
+        chunk = texts.slice(lo, hi - lo) if rows is None else texts.gather(rows[lo:hi])
+        reduced = chunk.to_frame("t").select(token_text(pl.col("t"))).to_series()
         data, offsets = _arrow_bytes(reduced)
         token_hashes, token_counts = _token_hashes(data, offsets - offsets[0])
         counts, hashes = _shingle_hashes(token_hashes, token_counts, config.shingle_size, config.seed)
@@ -365,11 +369,23 @@ class ShingleSets:
     offsets: np.ndarray
 
     @classmethod
-    def build(cls, sh: Shingles) -> "ShingleSets":
-        doc = np.repeat(np.arange(len(sh.offsets) - 1, dtype=U64), np.diff(sh.offsets))
-        keys = _sorted_unique(doc << U64(32) | sh.hashes.astype(U64))
-        offsets = np.searchsorted(keys >> U64(32), np.arange(len(sh.offsets), dtype=U64))
-        return cls(keys, offsets)
+    def of_texts(cls, texts: pl.Series, config: NearConfig, rows: np.ndarray | None = None) -> "ShingleSets":
+        """Shingle sets of ``texts`` (or of ``texts[rows]``; local ids 0..n-1), chunk by chunk."""
+        return cls.build(iter_shingles(texts, config, rows))
+
+    @classmethod
+    def build(cls, parts) -> "ShingleSets":
+        """From ``(first_index, Shingles)`` parts in order (see :func:`iter_shingles`)."""
+        keys, counts = [], []
+        for lo, part in parts:
+            n = len(part.offsets) - 1
+            doc = np.repeat(np.arange(lo, lo + n, dtype=U64), np.diff(part.offsets))
+            unique = _sorted_unique(doc << U64(32) | part.hashes.astype(U64))
+            keys.append(unique)
+            counts.append(np.bincount((unique >> U64(32)).astype(np.int64) - lo, minlength=n))
+        if not keys:
+            return cls(np.zeros(0, dtype=U64), np.zeros(1, dtype=np.int64))
+        return cls(np.concatenate(keys), np.concatenate([[0], np.cumsum(np.concatenate(counts))]))
 
 
 def jaccard(sets: ShingleSets, a: np.ndarray, b: np.ndarray, pair_chunk: int = 1 << 20) -> np.ndarray:
@@ -456,7 +472,7 @@ def near_duplicates(texts: pl.Series, config: NearConfig = NearConfig()) -> pl.D
     # Verify: exact Jaccard over the shingle sets of the candidate documents only.
     first, second = _split_pairs(pairs)
     involved = _sorted_unique(np.concatenate([first, second]))  # indices into `eligible`
-    sets = ShingleSets.build(shingles(texts.gather(eligible[involved]), config))
+    sets = ShingleSets.of_texts(texts, config, rows=eligible[involved])
     la, lb = np.searchsorted(involved, first), np.searchsorted(involved, second)
     edge = jaccard(sets, la, lb, config.pair_chunk) >= config.threshold
 

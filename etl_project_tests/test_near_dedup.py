@@ -128,7 +128,7 @@ def test_jaccard_is_exact():
         hashes=np.array([h for s in flat for h in s], dtype=np.uint32),
         token_counts=np.zeros(len(flat), dtype=np.int64),
     )
-    sets = near_dedup.ShingleSets.build(sh)
+    sets = near_dedup.ShingleSets.build([(0, sh)])
     a, b = np.array([0, 0, 1, 2]), np.array([1, 3, 2, 1])
     assert near_dedup.jaccard(sets, a, b, pair_chunk=2).tolist() == [2 / 5, 1.0, 0.0, 0.0]
 
@@ -175,7 +175,7 @@ def test_chain_is_split_not_merged_whole():
     canonical = [merged.get(i, (i, 1.0))[0] for i in range(len(chain))]
     assert canonical[1] == 0
     assert len(set(canonical)) > 1  # the far end of the chain is not in the first text's paper
-    sets = near_dedup.ShingleSets.build(near_dedup.shingles(pl.Series(chain), CONFIG))
+    sets = near_dedup.ShingleSets.of_texts(pl.Series(chain), CONFIG)
     for i, (c, similarity) in merged.items():
         assert c < i and canonical[c] == c  # canonicals are the earliest of their cluster
         exact = near_dedup.jaccard(sets, np.array([i]), np.array([c]))[0]
