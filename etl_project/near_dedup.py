@@ -250,8 +250,8 @@ def _chunks(byte_offsets: np.ndarray, chunk_bytes: int) -> list[tuple[int, int]]
 
 
 def _arrow_bytes(texts: pl.Series) -> tuple[np.ndarray, np.ndarray]:
-    """(uint8 data, int64 offsets) of a string Series, zero-copy from its Arrow buffers."""
-    array = texts.fill_null("").rechunk().to_arrow()
+    """(uint8 data, int64 offsets) of a string Series without nulls, from its Arrow buffers."""
+    array = texts.rechunk().to_arrow()
     _, offsets, data = array.buffers()
     offsets = np.frombuffer(offsets, dtype=np.int64)[array.offset: array.offset + len(array) + 1]
     data = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, dtype=np.uint8)
@@ -267,7 +267,7 @@ def iter_shingles(texts: pl.Series, config: NearConfig, rows: np.ndarray | None 
     byte_offsets = np.concatenate([[0], np.cumsum(lengths)])
     for lo, hi in _chunks(byte_offsets, config.chunk_bytes):
         chunk = texts.slice(lo, hi - lo) if rows is None else texts.gather(rows[lo:hi])
-        reduced = chunk.to_frame("t").select(token_text(pl.col("t"))).to_series()
+        reduced = chunk.to_frame("t").select(token_text(pl.col("t").fill_null(""))).to_series()
         data, offsets = _arrow_bytes(reduced)
         token_hashes, token_counts = _token_hashes(data, offsets - offsets[0])
         counts, hashes = _shingle_hashes(token_hashes, token_counts, config.shingle_size, config.seed)
