@@ -27,6 +27,7 @@ import csv
 import string
 import sys
 import time
+from array import array
 from pathlib import Path
 
 _MASK = (1 << 64) - 1
@@ -52,8 +53,8 @@ class Rng:
     def __init__(self, *keys: int):
         state = 0
         for key in keys:
-            state = _mix64(((state ^ (key * _GOLDEN)) + _GOLDEN) & _MASK)
-        self.state = state
+            state = (state * 0x100000001B3 + key + 1) & _MASK
+        self.state = _mix64(state)
 
     def next(self) -> int:
         self.state = (self.state + _GOLDEN) & _MASK
@@ -371,7 +372,7 @@ class Generator:
 
     def __init__(self, seed: int):
         self.seed = seed
-        self.parent: list[int] = []  # -1 for an original, else the hard negative's parent
+        self.parent = array("q")  # per base: -1 for an original, else the hard negative's parent
 
     def new_base(self, parent: int = -1) -> int:
         self.parent.append(parent)
@@ -382,24 +383,23 @@ class Generator:
             base = self.parent[base]
         return base
 
-    def _sentence_source(self, base: int, index: int) -> int:
+    def topic(self, base: int) -> Topic:
+        return Topic(Rng(self.seed, 1, self._topic_root(base)))
+
+    def _sentence_source(self, base: int, index: int, role: str) -> int:
         """Which base's random stream writes sentence ``index``: a hard negative keeps about half
         of its parent's sentences (with its own method name in them), never its proposal or its
         experiments: a different paper makes a different contribution with different results."""
         parent = self.parent[base]
-        if parent >= 0 and index not in self._own(base) and Rng(self.seed, 7, base, index).chance(0.5):
-            return self._sentence_source(parent, index)
+        if parent >= 0 and role not in ("proposal", "experiments") and Rng(self.seed, 7, base, index).chance(0.5):
+            return self._sentence_source(parent, index, role)
         return base
 
-    def _own(self, base: int) -> tuple[int, ...]:
-        plan = Topic(Rng(self.seed, 1, self._topic_root(base))).plan
-        return plan.index("proposal"), plan.index("experiments")
-
-    def sentences(self, base: int, latex: bool) -> list[str]:
-        topic = Topic(Rng(self.seed, 1, self._topic_root(base)))
+    def sentences(self, base: int, latex: bool, topic: Topic | None = None) -> list[str]:
+        topic = topic or self.topic(base)
         name = _name(Rng(self.seed, 2, base))
         return [
-            _sentence(role, topic, name, Rng(self.seed, 3, self._sentence_source(base, i), i), latex)
+            _sentence(role, topic, name, Rng(self.seed, 3, self._sentence_source(base, i, role), i), latex)
             for i, role in enumerate(topic.plan)
         ]
 
@@ -420,8 +420,8 @@ class Generator:
         latex = self.latex_style(base)
         if "latex" in kinds:
             latex = not latex
-        sentences = self.sentences(base, latex)
-        topic = Topic(Rng(self.seed, 1, self._topic_root(base)))
+        topic = self.topic(base)
+        sentences = self.sentences(base, latex, topic)
         if "url" in kinds and topic.plan[-1] == "url":
             sentences.pop()
         elif "url" in kinds:
