@@ -20,7 +20,8 @@ carry the same true cluster in labels.csv, predicted when both land in the same 
 Speed is distinct texts per second of wall time from texts in memory to clusters (tokenizing
 included for every tool). Memory is the peak resident set of a fresh worker process during that
 step, above its resident set just before (peak reset through /proc/self/clear_refs).
-The project's figures are medians over --repeats runs; datasketch runs once.
+Every figure is the median over --repeats runs; the runs of the tools are interleaved so that a
+noisy machine slows them alike.
 
     python benchmarks/near_dedup_bench.py --sizes 10000 100000 --repeats 3 --work /tmp/near-bench
 """
@@ -222,12 +223,16 @@ def main(argv=None) -> None:
     args.work.mkdir(parents=True, exist_ok=True)
     header = f"{'records':>8} {'texts':>8} {'tool':<18} {'precision':>9} {'recall':>7} {'F1':>6} {'texts/s':>9} {'seconds':>8} {'peak MiB':>9}"
     rows = []
+    print(header, flush=True)
     for size in args.sizes:
         texts_path = prepare(args.work, size, args.seed)
         truth = pl.read_parquet(texts_path)["cluster"]
-        for tool in args.tools:
-            runs = [measure(tool, texts_path, args.work) for _ in range(args.repeats if tool == "etl_project" else 1)]
-            scores = pair_scores(truth, runs[0]["merged"])
+        runs_of = {tool: [] for tool in args.tools}
+        for _ in range(args.repeats):
+            for tool in args.tools:
+                runs_of[tool].append(measure(tool, texts_path, args.work))
+        for tool, runs in runs_of.items():
+            scores = pair_scores(truth, runs[0]["merged"])  # the clusters are the same on every run
             seconds = statistics.median(r["seconds"] for r in runs)
             peak = statistics.median(r["peak_mib"] for r in runs)
             rows.append((size, len(truth), tool, scores, seconds, peak, runs[0].get("lsh_bands_rows")))
@@ -235,7 +240,7 @@ def main(argv=None) -> None:
                     f"{scores['f1']:>6.4f} {len(truth) / seconds:>9,.0f} {seconds:>8.2f} {peak:>9.1f}")
             if runs[0].get("lsh_bands_rows"):
                 line += f"  (LSH bands x rows {runs[0]['lsh_bands_rows']})"
-            print(header if len(rows) == 1 else "", line, sep="\n" if len(rows) == 1 else "", flush=True)
+            print(line, flush=True)
     print()
     for size in args.sizes:
         ours = next((r for r in rows if r[0] == size and r[2] == "etl_project"), None)

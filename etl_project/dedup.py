@@ -35,9 +35,9 @@ def _paper_ids(keys: pl.Series) -> pl.Series:
 
 
 def near_groups(keys: pl.Series, near: NearConfig | None = DEFAULT_NEAR) -> pl.DataFrame:
-    """For distinct ``keys`` in order of first occurrence: the key of each one's canonical group
-    (``paper_key``), its ``paper_id``, its ``similarity`` to the canonical and whether it was
-    merged by near matching (``near``)."""
+    """For distinct ``keys`` in order of first occurrence: the ``paper_id`` of each one's paper
+    (XXH3-64 of its canonical key), its ``similarity`` to the canonical and whether it was merged
+    by near matching (``near``)."""
     schema = {"index": pl.Int64, "canonical": pl.Int64, "similarity": pl.Float64}
     merged = near_duplicates(keys, near) if near else pl.DataFrame(schema=schema)
     groups = (
@@ -52,7 +52,7 @@ def near_groups(keys: pl.Series, near: NearConfig | None = DEFAULT_NEAR) -> pl.D
     canonical = groups.filter(pl.col("canonical") == pl.col("index")).select(paper_key="dedup_key")
     canonical = canonical.with_columns(paper_id=_paper_ids(canonical["paper_key"]))
     return groups.join(canonical, on="paper_key", how="left").select(
-        "dedup_key", "paper_key", "paper_id", "similarity", near=pl.col("canonical") != pl.col("index")
+        "dedup_key", "paper_id", "similarity", near=pl.col("canonical") != pl.col("index")
     )
 
 

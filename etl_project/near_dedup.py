@@ -398,6 +398,17 @@ def jaccard(sets: ShingleSets, a: np.ndarray, b: np.ndarray, pair_chunk: int = 1
     size = np.diff(sets.offsets)
     small_first = size[a] <= size[b]
     a, b = np.where(small_first, a, b), np.where(small_first, b, a)
+    # Look up the smaller set's shingles in the larger one, pairs grouped by the larger one so
+    # that successive look-ups hit nearby keys (about 2x faster than in pair order).
+    order = np.argsort(b, kind="stable")
+    a, b = a[order], b[order]
+    result = np.empty(len(a), dtype=np.float64)
+    result[order] = _jaccard_ordered(sets, a, b, pair_chunk, size)
+    return result
+
+
+def _jaccard_ordered(sets: ShingleSets, a: np.ndarray, b: np.ndarray, pair_chunk: int, size: np.ndarray) -> np.ndarray:
+    """:func:`jaccard` for pairs whose ``a`` is the smaller set, in chunks of look-ups."""
     out = np.empty(len(a), dtype=np.float64)
     work = np.cumsum(size[a])
     lo = 0
@@ -410,8 +421,8 @@ def jaccard(sets: ShingleSets, a: np.ndarray, b: np.ndarray, pair_chunk: int = 1
         query = np.repeat(cb.astype(U64), size[ca]) << U64(32) | (sets.keys[rows] & _MASK32)
         found = np.searchsorted(sets.keys, query)
         hit = sets.keys[np.minimum(found, len(sets.keys) - 1)] == query
-        inter = np.add.reduceat(hit.astype(np.int64), np.cumsum(size[ca]) - size[ca]) if len(ca) else hit
-        out[lo:hi] = inter / (size[ca] + size[cb] - inter)
+        inter = np.bincount(np.repeat(np.arange(len(ca)), size[ca]), weights=hit, minlength=len(ca))
+        out[lo:hi] = inter / np.maximum(size[ca] + size[cb] - inter, 1)  # two empty sets: 0.0
         lo = hi
     return out
 

@@ -121,7 +121,7 @@ def test_s_curve_and_config_validation():
 
 
 def test_jaccard_is_exact():
-    sets_by_doc = [{1, 2, 3, 4}, {3, 4, 5}, {9}, {1, 2, 3, 4}]
+    sets_by_doc = [{1, 2, 3, 4}, {3, 4, 5}, {9}, {1, 2, 3, 4}, set()]
     flat = [sorted(s) for s in sets_by_doc]
     sh = near_dedup.Shingles(
         offsets=np.cumsum([0] + [len(s) for s in flat]),
@@ -129,8 +129,8 @@ def test_jaccard_is_exact():
         token_counts=np.zeros(len(flat), dtype=np.int64),
     )
     sets = near_dedup.ShingleSets.build([(0, sh)])
-    a, b = np.array([0, 0, 1, 2]), np.array([1, 3, 2, 1])
-    assert near_dedup.jaccard(sets, a, b, pair_chunk=2).tolist() == [2 / 5, 1.0, 0.0, 0.0]
+    a, b = np.array([0, 0, 1, 2, 4, 1]), np.array([1, 3, 2, 1, 1, 0])
+    assert near_dedup.jaccard(sets, a, b, pair_chunk=2).tolist() == [2 / 5, 1.0, 0.0, 0.0, 0.0, 2 / 5]
 
 
 # --- clustering -----------------------------------------------------------------------------
