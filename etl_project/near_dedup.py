@@ -368,9 +368,9 @@ def _split_pairs(pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 @dataclass
 class ShingleSets:
-    """Sorted unique shingle keys ``local_doc << 32 | shingle`` and each doc's range in them."""
+    """Each document's shingle set, sorted: ``values[offsets[i]:offsets[i + 1]]`` (uint32)."""
 
-    keys: np.ndarray
+    values: np.ndarray
     offsets: np.ndarray
 
     @classmethod
@@ -381,16 +381,16 @@ class ShingleSets:
     @classmethod
     def build(cls, parts) -> "ShingleSets":
         """From ``(first_index, Shingles)`` parts in order (see :func:`iter_shingles`)."""
-        keys, counts = [], []
-        for lo, part in parts:
+        values, counts = [], []
+        for _, part in parts:
             n = len(part.offsets) - 1
-            doc = np.repeat(np.arange(lo, lo + n, dtype=U64), np.diff(part.offsets))
+            doc = np.repeat(np.arange(n, dtype=U64), np.diff(part.offsets))
             unique = _sorted_unique(doc << U64(32) | part.hashes.astype(U64))
-            keys.append(unique)
-            counts.append(np.bincount((unique >> U64(32)).astype(np.int64) - lo, minlength=n))
-        if not keys:
-            return cls(np.zeros(0, dtype=U64), np.zeros(1, dtype=np.int64))
-        return cls(np.concatenate(keys), np.concatenate([[0], np.cumsum(np.concatenate(counts))]))
+            values.append((unique & _MASK32).astype(np.uint32))
+            counts.append(np.bincount((unique >> U64(32)).astype(np.int64), minlength=n))
+        if not values:
+            return cls(np.zeros(0, dtype=np.uint32), np.zeros(1, dtype=np.int64))
+        return cls(np.concatenate(values), np.concatenate([[0], np.cumsum(np.concatenate(counts))]))
 
 
 def jaccard(sets: ShingleSets, a: np.ndarray, b: np.ndarray, pair_chunk: int = 1 << 20) -> np.ndarray:
@@ -398,29 +398,32 @@ def jaccard(sets: ShingleSets, a: np.ndarray, b: np.ndarray, pair_chunk: int = 1
     size = np.diff(sets.offsets)
     small_first = size[a] <= size[b]
     a, b = np.where(small_first, a, b), np.where(small_first, b, a)
-    # Look up the smaller set's shingles in the larger one, pairs grouped by the larger one so
-    # that successive look-ups hit nearby keys (about 2x faster than in pair order).
+    # Look up the smaller set's shingles in the larger one; pairs grouped by the larger one, so a
+    # chunk of pairs needs the sets of few documents.
     order = np.argsort(b, kind="stable")
-    a, b = a[order], b[order]
     result = np.empty(len(a), dtype=np.float64)
-    result[order] = _jaccard_ordered(sets, a, b, pair_chunk, size)
+    result[order] = _jaccard_ordered(sets, a[order], b[order], pair_chunk, size)
     return result
 
 
 def _jaccard_ordered(sets: ShingleSets, a: np.ndarray, b: np.ndarray, pair_chunk: int, size: np.ndarray) -> np.ndarray:
-    """:func:`jaccard` for pairs whose ``a`` is the smaller set, in chunks of look-ups."""
+    """:func:`jaccard` for pairs whose ``a`` is the smaller set, sorted by ``b``, in chunks of
+    about ``pair_chunk`` look-ups."""
     out = np.empty(len(a), dtype=np.float64)
     work = np.cumsum(size[a])
     lo = 0
     while lo < len(a):
-        # Enough pairs to hold about pair_chunk shingle look-ups.
         done = work[lo - 1] if lo else 0
         hi = max(lo + 1, int(np.searchsorted(work, done + pair_chunk, side="right")))
         ca, cb = a[lo:hi], b[lo:hi]
-        rows = _ranges(sets.offsets[ca], size[ca])
-        query = np.repeat(cb.astype(U64), size[ca]) << U64(32) | (sets.keys[rows] & _MASK32)
-        found = np.searchsorted(sets.keys, query)
-        hit = sets.keys[np.minimum(found, len(sets.keys) - 1)] == query
+        # Sorted keys (rank of b << 32 | shingle) of the chunk's distinct b documents only.
+        targets, rank = np.unique(cb, return_inverse=True)
+        target_keys = np.repeat(np.arange(len(targets), dtype=U64), size[targets]) << U64(32)
+        target_keys |= sets.values[_ranges(sets.offsets[targets], size[targets])].astype(U64)
+        query = np.repeat(rank.astype(U64), size[ca]) << U64(32)
+        query |= sets.values[_ranges(sets.offsets[ca], size[ca])].astype(U64)
+        found = np.minimum(np.searchsorted(target_keys, query), max(len(target_keys) - 1, 0))
+        hit = target_keys[found] == query if len(target_keys) else np.zeros(len(query), dtype=bool)
         inter = np.bincount(np.repeat(np.arange(len(ca)), size[ca]), weights=hit, minlength=len(ca))
         out[lo:hi] = inter / np.maximum(size[ca] + size[cb] - inter, 1)  # two empty sets: 0.0
         lo = hi
