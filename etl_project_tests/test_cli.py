@@ -19,7 +19,7 @@ def test_cli_run_and_duckdb_cli(seeds_copy: Path, tmp_path: Path, monkeypatch):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "files:      2 (2 ok, 0 empty, 0 rejected)" in done.stdout
     assert "papers:     31 (7 duplicate records" in done.stdout
-    assert "checks:     10 passed, 0 failed" in done.stdout
+    assert "checks:     11 passed, 0 failed" in done.stdout
 
     duckdb_cli = shutil.which("duckdb", path=str(Path(sys.executable).parent)) or shutil.which("duckdb")
     query = "SELECT count(*) AS papers, sum(source_count = 2) AS shared FROM papers;"

@@ -21,7 +21,7 @@ def test_definitions_validate():
     checks = {k.name for k in defs.resolve_asset_graph().asset_check_keys}
     assert checks == {
         "source_files_suite", "raw_records_suite", "records_suite",
-        "papers_suite", "paper_occurrences_suite", "source_overlap_suite",
+        "papers_suite", "paper_occurrences_suite", "source_overlap_suite", "near_duplicate_clusters",
         "papers_plain_text_suite", "paper_links_suite", "paper_names_suite", "paper_topics_suite",
     }
 

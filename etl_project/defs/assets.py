@@ -126,13 +126,14 @@ def landing_tables(parsed_files: dict[str, pl.DataFrame]):
 @dg.multi_asset(
     outs={
         "papers": dg.AssetOut(
-            description="One row per distinct abstract; paper_id is XXH3-64 of the dedup key. "
-            "Canonical record: the first by (source_file, ordinal).",
+            description="One row per distinct abstract (exact and near duplicates merged); paper_id is "
+            "XXH3-64 of the canonical record's dedup key. Canonical record: the first by (source_file, ordinal).",
             kinds={"polars"},
             owners=OWNERS,
         ),
         "paper_occurrences": dg.AssetOut(
-            description="One row per raw record: the paper it belongs to and how it matched.",
+            description="One row per raw record: the paper it belongs to and how it matched "
+            "('canonical', 'exact', or 'near' with its verified Jaccard similarity to the canonical).",
             kinds={"polars"},
             owners=OWNERS,
         ),
@@ -141,7 +142,7 @@ def landing_tables(parsed_files: dict[str, pl.DataFrame]):
     pool=WAREHOUSE_POOL,
 )
 def deduplicated(context: dg.AssetExecutionContext, records: pl.DataFrame):
-    """Exact deduplication of records into papers."""
+    """Exact, then near-duplicate deduplication of records into papers (etl_project.near_dedup)."""
     launch.tag_run_with_process(context)
     papers, occurrences = dedup.deduplicate(records)
     papers = papers.with_columns(abstract_plain=plain_text(pl.col("abstract")))  # for display and search
@@ -153,6 +154,8 @@ def deduplicated(context: dg.AssetExecutionContext, records: pl.DataFrame):
         "duplicate_rate": round(duplicates / occurrences.height, 4) if occurrences.height else 0.0,
         "papers_in_several_files": papers.filter(pl.col("source_count") > 1).height,
         "largest_group": int(papers["occurrence_count"].max() or 0),
+        "near_clusters": papers.filter(pl.col("variant_count") > 1).height,
+        "near_records": occurrences.filter(pl.col("match_kind") == "near").height,
     }
     yield dg.Output(papers, "papers", metadata={**table_metadata(papers.drop("dedup_key")), **summary})
     yield dg.Output(

@@ -1,5 +1,6 @@
 """Asset checks: one Great Expectations suite per table. All are blocking, so a failed ERROR
-expectation stops the publish; failed WARN expectations (``mostly`` ranges) are reported only."""
+expectation stops the publish; failed WARN expectations (``mostly`` ranges) are reported only.
+Plus one non-blocking report on near-duplicate clusters (near_duplicate_clusters)."""
 
 import json
 from pathlib import Path
@@ -7,6 +8,8 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
+from etl_project import dedup
+from etl_project.defs.metadata import markdown_table
 from etl_project.defs.partitions import WAREHOUSE_POOL
 from etl_project.defs.resources import EtlSettings
 from etl_project.quality import suites
@@ -93,7 +96,50 @@ def source_overlap_suite(etl: EtlSettings, source_overlap: pl.DataFrame):
     return check_result(run_suite(suites.SOURCE_OVERLAP, source_overlap, docs_dir(etl)))
 
 
+# A near cluster holding more distinct texts than this is more likely boilerplate or a template
+# than one paper: worth a look before trusting it.
+MAX_NEAR_VARIANTS = 20
+
+
+@dg.asset_check(
+    asset="paper_occurrences", blocking=False, pool=WAREHOUSE_POOL,
+    additional_ins={"papers": dg.AssetIn("papers"), "records": dg.AssetIn("records")},
+)
+def near_duplicate_clusters(paper_occurrences: pl.DataFrame, papers: pl.DataFrame, records: pl.DataFrame):
+    """What near matching merged: cluster count, sizes, similarity spread and the least similar
+    merges beside their canonical text. Warns (does not block) when a cluster holds more than
+    MAX_NEAR_VARIANTS distinct texts."""
+    report = dedup.near_clusters_report(papers, paper_occurrences, records)
+    largest = report["largest_cluster_variants"]
+    return dg.AssetCheckResult(
+        passed=largest <= MAX_NEAR_VARIANTS,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=f"{report['near_clusters']} near-duplicate clusters, {report['near_records']} near records; "
+        f"largest holds {largest} distinct texts (limit {MAX_NEAR_VARIANTS})",
+        metadata={
+            "near_clusters": report["near_clusters"],
+            "near_records": report["near_records"],
+            "largest_cluster_variants": largest,
+            "min_similarity": dg.MetadataValue.float(report["min_similarity"] or 0.0),
+            "median_similarity": dg.MetadataValue.float(report["median_similarity"] or 0.0),
+            "cluster_sizes": dg.MetadataValue.md(markdown_table(report["sizes"])),
+            "least_similar_pairs": dg.MetadataValue.md(_pairs_markdown(report["samples"])),
+        },
+    )
+
+
+def _pairs_markdown(samples: pl.DataFrame) -> str:
+    """Sample pairs as a list (the difference excerpts are too long for a table cell)."""
+    if samples.height == 0:
+        return "No near duplicates."
+    return "\n".join(
+        f"- **{r['similarity']:.3f}** paper `{r['paper_id']}`: `{r['member']}` vs canonical `{r['canonical']}`: "
+        f"{r['difference']}"
+        for r in samples.iter_rows(named=True)
+    )
+
+
 ALL_CHECKS = [
     source_files_suite, raw_records_suite, records_suite,
-    papers_suite, paper_occurrences_suite, source_overlap_suite,
+    papers_suite, paper_occurrences_suite, source_overlap_suite, near_duplicate_clusters,
 ]
