@@ -22,7 +22,6 @@ import xxhash
 
 from etl_project.near_dedup import NearConfig, near_duplicates
 
-PAPER_ID_LENGTH = 16
 DEFAULT_NEAR = NearConfig()
 
 

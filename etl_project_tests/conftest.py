@@ -14,6 +14,20 @@ def seeds_copy(tmp_path: Path) -> Path:
     return landing
 
 
+def normalized_records(rows: list[tuple[str, int, str]]):
+    """``records`` for hand-made ``(source_file, ordinal, raw_text)`` rows, as the pipeline makes them."""
+    import polars as pl
+
+    from etl_project import normalize
+
+    raw = pl.DataFrame(
+        [(f"{f}:{o}", f, o, 1, 1, t) for f, o, t in rows],
+        schema=["record_id", "source_file", "ordinal", "line_start", "line_end", "raw_text"],
+        orient="row",
+    )
+    return normalize.normalize_records(raw)
+
+
 def materialize_all(landing: Path, warehouse: Path, instance: dg.DagsterInstance | None = None, full: bool = False):
     """Run the pipeline in process on ``landing`` into ``warehouse`` as ``etl-project run`` does:
     partitions synced with the folder, new and changed files parsed, everything republished.

@@ -1,15 +1,7 @@
 import polars as pl
 
-from etl_project import dedup, normalize
-
-
-def records(rows: list[tuple[str, int, str]]) -> pl.DataFrame:
-    raw = pl.DataFrame(
-        [(f"{f}:{o}", f, o, 1, 1, t) for f, o, t in rows],
-        schema=["record_id", "source_file", "ordinal", "line_start", "line_end", "raw_text"],
-        orient="row",
-    )
-    return normalize.normalize_records(raw)
+from etl_project import dedup
+from etl_project_tests.conftest import normalized_records
 
 
 def test_paper_id_is_fixed():
@@ -27,7 +19,7 @@ ROWS = [
 
 
 def test_exact_dedup_and_canonical_rule():
-    papers, occurrences = dedup.deduplicate(records(ROWS))
+    papers, occurrences = dedup.deduplicate(normalized_records(ROWS))
     assert papers.select("abstract", "occurrence_count", "source_count", "first_source_file", "first_ordinal").rows() == [
         ("Another abstract.", 2, 2, "a.txt", 1),
         ('We propose "X".', 3, 3, "a.txt", 2),
@@ -40,14 +32,14 @@ def test_exact_dedup_and_canonical_rule():
 
 
 def test_dedup_is_deterministic_under_reordering():
-    first, _ = dedup.deduplicate(records(ROWS))
-    second, _ = dedup.deduplicate(records(list(reversed(ROWS))))
+    first, _ = dedup.deduplicate(normalized_records(ROWS))
+    second, _ = dedup.deduplicate(normalized_records(list(reversed(ROWS))))
     assert first.equals(second)
 
 
 def test_source_overlap():
     rows = [("a", 1, "one"), ("a", 2, "two"), ("b", 1, "one"), ("b", 2, "two"), ("c", 1, "two"), ("d", 1, "four")]
-    _, occurrences = dedup.deduplicate(records(rows))
+    _, occurrences = dedup.deduplicate(normalized_records(rows))
     overlap = dedup.source_overlap(occurrences)
     assert overlap.select("file_a", "file_b", "shared_papers", "papers_a", "papers_b").rows() == [
         ("a", "b", 2, 2, 2),

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from etl_project import dedup, near_dedup
 from etl_project.near_dedup import NearConfig
-from etl_project_tests.conftest import SEEDS, materialize_all
+from etl_project_tests.conftest import SEEDS, materialize_all, normalized_records
 
 CONFIG = NearConfig()
 
@@ -202,17 +202,6 @@ def test_chunking_does_not_change_results():
 
 # --- dedup with near matching ---------------------------------------------------------------
 
-def _records(rows: list[tuple[str, int, str]]) -> pl.DataFrame:
-    from etl_project import normalize
-
-    raw = pl.DataFrame(
-        [(f"{f}:{o}", f, o, 1, 1, t) for f, o, t in rows],
-        schema=["record_id", "source_file", "ordinal", "line_start", "line_end", "raw_text"],
-        orient="row",
-    )
-    return normalize.normalize_records(raw)
-
-
 ROWS = [
     ("b.txt", 1, TYPO), ("a.txt", 1, BASE), ("c.txt", 1, BASE), ("c.txt", 2, UNICODE),
     ("a.txt", 2, HARD_NEGATIVE), ("b.txt", 2, TYPO),
@@ -220,7 +209,7 @@ ROWS = [
 
 
 def test_deduplicate_merges_near_groups_under_the_earliest_record():
-    papers, occurrences = dedup.deduplicate(_records(ROWS))
+    papers, occurrences = dedup.deduplicate(normalized_records(ROWS))
     assert papers.height == 2
     bopo = papers.filter(pl.col("first_source_file") == "a.txt", pl.col("first_ordinal") == 1).row(0, named=True)
     assert bopo["paper_id"] == dedup.paper_id_of(bopo["dedup_key"])
@@ -233,18 +222,18 @@ def test_deduplicate_merges_near_groups_under_the_earliest_record():
     assert CONFIG.threshold <= kinds["b.txt:1"][1] == kinds["b.txt:2"][1] < 1.0
     assert kinds["a.txt:2"] == ("canonical", 1.0)
     # Exact-only dedup keeps the three variants apart.
-    exact_papers, _ = dedup.deduplicate(_records(ROWS), near=None)
+    exact_papers, _ = dedup.deduplicate(normalized_records(ROWS), near=None)
     assert exact_papers.height == 4
 
 
 def test_deduplicate_is_deterministic_under_reordering():
-    first = dedup.deduplicate(_records(ROWS))
-    second = dedup.deduplicate(_records(list(reversed(ROWS))))
+    first = dedup.deduplicate(normalized_records(ROWS))
+    second = dedup.deduplicate(normalized_records(list(reversed(ROWS))))
     assert first[0].equals(second[0]) and first[1].equals(second[1])
 
 
 def test_near_clusters_report():
-    records = _records(ROWS)
+    records = normalized_records(ROWS)
     papers, occurrences = dedup.deduplicate(records)
     report = dedup.near_clusters_report(papers, occurrences, records, samples=5)
     assert (report["near_clusters"], report["near_records"], report["largest_cluster_variants"]) == (1, 3, 3)
