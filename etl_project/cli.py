@@ -94,6 +94,7 @@ def summarize(result, plan, instance_home: str) -> str:
         ]
     lines += [
         f"papers:     {papers.get('papers', '?')} ({papers.get('duplicate_records', '?')} duplicate records, "
+        f"{papers.get('near_records', '?')} of them near duplicates; "
         f"{papers.get('papers_in_several_files', '?')} papers in several files)",
         f"checks:     {len(checks) - len(failed)} passed, {len(failed)} failed",
     ]

@@ -272,3 +272,17 @@ def test_perturbed_seed_abstract_in_a_third_file_joins_its_original(seeds_copy, 
     assert rows[-1][:3] == ("002_perturbed.txt", 1, "near")
     assert CONFIG.threshold <= rows[-1][3] < 1.0
     assert rows[-1][4] == 2
+
+
+def test_the_etl_resource_turns_near_matching_off_or_moves_its_threshold():
+    from etl_project.defs.resources import EtlSettings
+
+    assert EtlSettings(near_duplicates=False).near_config() is None
+    strict = EtlSettings(near_threshold=0.9).near_config()
+    assert (strict.threshold, strict.chain_guard) == (0.9, CONFIG.chain_guard)
+    loose = EtlSettings(near_threshold=0.4).near_config()
+    assert (loose.threshold, loose.chain_guard) == (0.4, 0.4)  # the guard never exceeds the threshold
+    rows = [("a.txt", 1, BASE), ("b.txt", 1, TYPO)]
+    merged, _ = dedup.deduplicate(normalized_records(rows), EtlSettings().near_config())
+    apart, _ = dedup.deduplicate(normalized_records(rows), EtlSettings(near_duplicates=False).near_config())
+    assert (merged.height, apart.height) == (1, 2)

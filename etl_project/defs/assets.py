@@ -141,10 +141,11 @@ def landing_tables(parsed_files: dict[str, pl.DataFrame]):
     group_name="transform",
     pool=WAREHOUSE_POOL,
 )
-def deduplicated(context: dg.AssetExecutionContext, records: pl.DataFrame):
-    """Exact, then near-duplicate deduplication of records into papers (etl_project.near_dedup)."""
+def deduplicated(context: dg.AssetExecutionContext, etl: EtlSettings, records: pl.DataFrame):
+    """Exact, then near-duplicate deduplication of records into papers (etl_project.near_dedup;
+    the etl resource's near_duplicates and near_threshold settings)."""
     launch.tag_run_with_process(context)
-    papers, occurrences = dedup.deduplicate(records)
+    papers, occurrences = dedup.deduplicate(records, etl.near_config())
     papers = papers.with_columns(abstract_plain=plain_text(pl.col("abstract")))  # for display and search
     duplicates = occurrences.height - papers.height
     summary = {

@@ -1,12 +1,14 @@
 """Resources: the folders and limits of a run, and the stage that keeps frames between steps."""
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
 
 from etl_project import ingest, normalize, settings, stage
+from etl_project.near_dedup import NearConfig
 
 SETTLE_ENV = "ETL_SENSOR_SETTLE_SECONDS"
 
@@ -22,6 +24,16 @@ class EtlSettings(dg.ConfigurableResource):
     # The landing sensor picks a file up only once it stopped changing for this long
     # (ETL_SENSOR_SETTLE_SECONDS, read when the code location loads; default 10).
     settle_seconds: float = float(os.environ.get(SETTLE_ENV, "10"))
+    # Near-duplicate matching (etl_project/near_dedup.py): on/off, and the verified Jaccard
+    # similarity from which two abstracts are one paper; the other parameters keep their defaults.
+    near_duplicates: bool = True
+    near_threshold: float = NearConfig.threshold
+
+    def near_config(self) -> NearConfig | None:
+        if not self.near_duplicates:
+            return None
+        defaults = NearConfig()
+        return replace(defaults, threshold=self.near_threshold, chain_guard=min(defaults.chain_guard, self.near_threshold))
 
     @property
     def seeds(self) -> Path:
