@@ -15,6 +15,8 @@ from etl_project.defs.resources import EtlSettings
 from etl_project.defs.sensors import landing_sensor
 from etl_project_tests.conftest import materialize_all
 
+# Stands for a submitted etl run: the sensor only looks at the runs' status and tags.
+WAITING_STANDIN = dg.GraphDefinition("waiting_etl_run", node_defs=[]).to_job()
 TEXT = "Title\n\nOne abstract about sensors, long enough to be a record.\n"
 
 
@@ -48,7 +50,14 @@ class Landing:
             else:
                 for key in request.partition_keys:
                     self.instance.delete_dynamic_partition(request.partitions_def_name, key)
+        for request in result.run_requests or []:  # submitted, not run here
+            self.instance.create_run_for_job(WAITING_STANDIN, tags=request.tags, status=dg.DagsterRunStatus.NOT_STARTED)
         return result
+
+    def lose_waiting_runs(self) -> None:
+        """The submitted runs end without running (cancelled), as a crash or a user could make them."""
+        for run in self.instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.NOT_STARTED])):
+            self.instance.report_run_canceled(run)
 
     def partitions(self) -> list[str]:
         return list(self.instance.get_dynamic_partitions(LANDING_FILES.name))
@@ -161,3 +170,28 @@ def test_nightly_full_refresh_syncs_the_folder_and_asks_for_every_file(folder: L
     assert (run.tags[launch.RANGE_START], run.tags[launch.RANGE_END]) == ("b.txt", "c.txt")
     assert run.asset_selection is None and run.tags["etl_project/trigger"] == "nightly_full_refresh"
     assert nightly_full_refresh.default_status == dg.DefaultScheduleStatus.STOPPED
+
+
+def test_changing_the_newest_file_again_is_parsed_again(folder: Landing):
+    folder.write("a.txt")
+    folder.tick(), folder.tick()
+    folder.write("b.txt")
+    folder.tick(), folder.tick()
+    assert folder.partitions() == ["a.txt", "b.txt"]
+    folder.write("b.txt", TEXT + "\\nAnother abstract, added to the newest file after it was parsed.\\n")
+    folder.tick()
+    run = only_run(folder.tick())
+    assert (run.tags[launch.RANGE_START], run.tags[launch.RANGE_END]) == ("b.txt", "b.txt")
+    assert folder.partitions() == ["a.txt", "b.txt"]  # already last: nothing to move
+
+
+def test_a_file_whose_run_never_parsed_it_is_asked_for_again(folder: Landing):
+    folder.write("a.txt")
+    folder.tick()
+    assert only_run(folder.tick()).tags[launch.RANGE_START] == "a.txt"
+    assert not folder.tick().run_requests  # its run is submitted: wait for it
+    folder.lose_waiting_runs()  # the run was cancelled before it parsed anything
+    assert only_run(folder.tick()).tags[launch.RANGE_START] == "a.txt"
+    folder.lose_waiting_runs()
+    assert materialize_all(folder.folder, folder.warehouse, folder.instance).success  # parsed at last
+    assert not folder.tick().run_requests

@@ -1,7 +1,9 @@
 """The landing sensor: new, changed and removed files become partition changes and one run.
 
-Each tick compares the landing folder with its cursor (and, for files it has never seen, with
-what the warehouse's stage last parsed, so files the CLI already parsed are not parsed again):
+Each tick compares the landing folder with what the warehouse's stage last parsed (sha256, so
+files the CLI already parsed are not parsed again), and with what the sensor already asked for:
+a file asked for is not asked again while a sensor run is in flight, and is asked again if that
+run ended without parsing it (failed, cancelled).
 - new or changed file (by sha256), once settled (size and mtime unchanged since the previous
   tick and older than ``settle_seconds``): its partition is (re-)added last, and one run parses
   every such file of the tick, then republishes;
@@ -23,6 +25,8 @@ from etl_project.defs.partitions import LANDING_FILES
 from etl_project.defs.resources import EtlSettings
 
 INTERVAL_ENV = "ETL_SENSOR_INTERVAL_SECONDS"
+TRIGGER_TAG = "etl_project/trigger"  # the run queue allows one run per trigger at a time
+SENSOR_TRIGGER = "landing_sensor"
 
 
 def _load_cursor(raw: str | None) -> tuple[int, dict[str, landing.FileState], dict[str, str | None]]:
@@ -53,23 +57,26 @@ def landing_sensor(context: dg.SensorEvaluationContext, etl: EtlSettings):
         return dg.SkipReason(str(exc))
     existing = context.instance.get_dynamic_partitions(LANDING_FILES.name)
     present = set(existing)
-    staged = stage.staged_file_hashes(etl.warehouse, launch.PER_FILE_ASSET, [k for k in current if k in present and k not in requested])
-    known = {**staged, **{k: v for k, v in requested.items() if k in present}}
+    staged = stage.staged_file_hashes(etl.warehouse, launch.PER_FILE_ASSET, [k for k in current if k in present])
+    # Asked for but not parsed yet: wait for the run while one of ours is in flight; with none in
+    # flight, that run failed or was cancelled, so the file is asked for again.
+    pending = {k: v for k, v in requested.items() if k in present and staged.get(k) != v}
+    known = {**staged, **pending} if _sensor_runs_in_flight(context.instance) else staged
     changes, looked = landing.detect_changes(
         etl.seeds, current, known, previous=seen, settle_seconds=etl.settle_seconds
     )
     plan = launch.make_plan(changes, existing)
-    requested = {k: v for k, v in known.items() if k in changes.present}
-    requested.update({k: looked[k].sha256 for k in plan.to_add})
+    requested = {k: v for k, v in pending.items() if k in changes.present}
+    requested.update({k: looked[k].sha256 for k in plan.to_parse})
     cursor = _dump_cursor(tick + 1, looked, requested)
-    if not (plan.to_add or plan.to_delete):
+    if not (plan.to_parse or plan.to_delete):
         waiting = f"; waiting for {len(changes.growing)} file(s) to settle" if changes.growing else ""
         return dg.SensorResult(skip_reason=f"no new, changed or removed files{waiting}", cursor=cursor)
 
     job = context.repository_def.get_job(ETL_JOB)
     run = dg.RunRequest(
         run_key=_run_key(tick, plan),
-        tags={**plan.tags(), "etl_project/trigger": "landing_sensor"},
+        tags={**plan.tags(), TRIGGER_TAG: SENSOR_TRIGGER},
         asset_selection=None if plan.to_parse else launch.cross_file_assets(job),
     )
     context.log.info(
@@ -81,7 +88,13 @@ def landing_sensor(context: dg.SensorEvaluationContext, etl: EtlSettings):
     )
 
 
+def _sensor_runs_in_flight(instance: dg.DagsterInstance) -> bool:
+    in_flight = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
+    runs = instance.get_runs(dg.RunsFilter(statuses=in_flight, tags={TRIGGER_TAG: SENSOR_TRIGGER}), limit=1)
+    return bool(runs)
+
+
 def _run_key(tick: int, plan: launch.Plan) -> str:
     """Stable for a retried evaluation of the same tick, different for every later tick."""
-    digest = hashlib.sha256(json.dumps([tick, plan.to_add, plan.to_delete]).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(json.dumps([tick, plan.to_parse, plan.to_delete]).encode()).hexdigest()[:16]
     return f"landing-{tick}-{digest}"
