@@ -56,7 +56,9 @@ from pathlib import Path
 import charset_normalizer
 import polars as pl
 
-from etl_project import settings
+import xxhash
+
+from etl_project import normalize, settings
 
 DEFAULT_MAX_FILE_BYTES = settings.max_file_bytes()
 DEFAULT_MAX_RECORD_CHARS = 20_000
@@ -405,3 +407,22 @@ def rejection_reason(raw_text: pl.Expr, max_record_chars: int) -> pl.Expr:
         .then(pl.lit("no letters or digits"))
         .otherwise(pl.lit(None, dtype=pl.String))
     )
+
+
+def file_tables(files: list[LandedFile], max_record_chars: int = DEFAULT_MAX_RECORD_CHARS) -> dict[str, pl.DataFrame]:
+    """The per-file tables of these files: ``source_files``, ``raw_records``, ``rejected_records``
+    and ``records`` (the raw records normalized). With no files, each table empty with its schema."""
+    parsed = parse_files(files, max_record_chars)
+    return {
+        "source_files": parsed.source_files,
+        "raw_records": parsed.raw_records,
+        "rejected_records": parsed.rejected_records,
+        "records": normalize.normalize_records(parsed.raw_records),
+    }
+
+
+def file_tables_version() -> str:
+    """A short hash of the per-file tables' schemas: staged tables of another version (written
+    by an older release of this code) are parsed again rather than mixed in."""
+    schemas = {name: list(frame.schema.items()) for name, frame in file_tables([]).items()}
+    return xxhash.xxh3_64_hexdigest(repr(schemas).encode())[:8]

@@ -91,7 +91,7 @@ def publish(tables: dict[str, pl.DataFrame], warehouse: Path, release_id: str, w
         os.replace(partial, releases / release_id)
         _fsync_dir(releases)
 
-        _point(warehouse / CURRENT_LINK, Path(RELEASES) / release_id)  # the switch
+        point_link(warehouse / CURRENT_LINK, Path(RELEASES) / release_id)  # the switch
         notes += _ensure_reader_links(warehouse)
         _fsync_dir(warehouse)
         notes += _prune(releases, keep=KEEP_RELEASES, current=release_id)
@@ -156,7 +156,7 @@ class _publish_lock:
         os.close(self.fd)  # closing releases the flock
 
 
-def _point(link: Path, target: Path, replace_file: bool = False) -> None:
+def point_link(link: Path, target: Path, replace_file: bool = False) -> None:
     """Make ``link`` a symlink to ``target`` with one rename (readers never see it missing)."""
     if link.exists() and not link.is_symlink() and not (replace_file and link.is_file()):
         raise PublishError(f"{link} is a real file or folder, not a link into the releases; move it away and publish again")
@@ -177,7 +177,7 @@ def _ensure_reader_links(warehouse: Path) -> list[str]:
         notes.append(f"replaced the plain file {duckdb_path} by a link into the current release")
     for link, target in ((duckdb_path, Path(CURRENT_LINK) / DUCKDB_FILE), (warehouse / PARQUET_LINK, Path(CURRENT_LINK) / "parquet")):
         if not (link.is_symlink() and Path(os.readlink(link)) == target):
-            _point(link, target, replace_file=True)
+            point_link(link, target, replace_file=True)
     return notes
 
 

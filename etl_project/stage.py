@@ -1,32 +1,50 @@
-"""The stage: each asset's frames kept between steps and runs, under ``<warehouse>/.stage/``.
+"""The stage: assets' frames kept between steps and runs, under ``<warehouse>/.stage/``.
 
-- an unpartitioned asset is ``.stage/<asset>.parquet``;
-- a per-file (partitioned) asset holds several tables per file:
-  ``.stage/<asset>/<table>/<id>.parquet``, where ``<id>`` is the XXH3-64 hex of the partition key
-  (file names may hold anything; ids are safe).
+- the per-file asset holds several tables per landing file, shared by every run:
+  ``.stage/<asset>@<version>/<table>/<id>.parquet``, where ``<id>`` is the XXH3-64 hex of the
+  partition key (file names may hold anything; ids are safe) and ``<version>`` hashes the tables'
+  schemas, so tables staged by an older release of the code are parsed again, never mixed in;
+- an unpartitioned asset is written per run, ``.stage/runs/<run_id>/<asset>.parquet``: a run reads
+  what it produced itself (or, for an asset it does not produce, its latest materialization), so
+  two runs taking turns step by step never read each other's half-finished work.
 Every write goes to a temporary name first and is renamed into place, so a reader (or a run
 killed mid-write) never sees half a file. The stage is private to the pipeline; analysts read
 the published warehouse.
 """
 
+import functools
+import shutil
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import polars as pl
 import xxhash
 
+from etl_project import ingest
+
 STAGE = ".stage"
+RUNS = "runs"
 
 
-def asset_path(warehouse: Path, asset: str) -> Path:
-    return warehouse / STAGE / f"{asset}.parquet"
+@functools.cache
+def _version() -> str:
+    return ingest.file_tables_version()
 
 
 def partition_id(key: str) -> str:
     return xxhash.xxh3_64_hexdigest(key.encode("utf-8", "surrogatepass"))
 
 
+def _partitions_folder(warehouse: Path, asset: str) -> Path:
+    return warehouse / STAGE / f"{asset}@{_version()}"
+
+
 def partition_path(warehouse: Path, asset: str, table: str, key: str) -> Path:
-    return warehouse / STAGE / asset / table / f"{partition_id(key)}.parquet"
+    return _partitions_folder(warehouse, asset) / table / f"{partition_id(key)}.parquet"
+
+
+def run_path(warehouse: Path, run_id: str, asset: str) -> Path:
+    return warehouse / STAGE / RUNS / run_id / f"{asset}.parquet"
 
 
 def write(frame: pl.DataFrame, path: Path) -> None:
@@ -42,12 +60,14 @@ def write_partition(warehouse: Path, asset: str, key: str, tables: dict[str, pl.
 
 
 def read_partitions(warehouse: Path, asset: str, keys: list[str]) -> dict[str, pl.DataFrame]:
-    """Each table of a per-file asset, all partitions stacked in key order; ``{}`` without keys.
+    """Each table of the per-file asset, all partitions stacked in key order.
 
     Raises FileNotFoundError naming the partitions that were never materialized.
     """
-    folder = warehouse / STAGE / asset
-    tables = sorted(p.name for p in folder.iterdir() if p.is_dir()) if keys and folder.is_dir() else []
+    folder = _partitions_folder(warehouse, asset)
+    tables = sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+    if not tables:
+        raise FileNotFoundError(f"no partition of {asset!r} was ever materialized in {warehouse}")
     stacked = {}
     for table in tables:
         paths = [partition_path(warehouse, asset, table, key) for key in keys]
@@ -59,8 +79,6 @@ def read_partitions(warehouse: Path, asset: str, keys: list[str]) -> dict[str, p
                 "materialize them (or run a full refresh) before the cross-file assets"
             )
         stacked[table] = pl.read_parquet(paths)
-    if keys and not stacked:
-        raise FileNotFoundError(f"no partition of {asset!r} was ever materialized in {warehouse}")
     return stacked
 
 
@@ -76,11 +94,29 @@ def staged_file_hashes(warehouse: Path, asset: str, keys: list[str]) -> dict[str
 
 
 def prune_partitions(warehouse: Path, asset: str, keep_keys: list[str]) -> int:
-    """Delete the staged partitions of files no longer in the landing folder; returns how many."""
+    """Delete staged partitions of files no longer in the landing folder, and whole folders of
+    other versions; returns how many files went."""
     keep = {f"{partition_id(key)}.parquet" for key in keep_keys}
+    current = _partitions_folder(warehouse, asset)
     removed = 0
-    for path in (warehouse / STAGE / asset).glob("*/*.parquet"):
-        if path.name not in keep:
-            path.unlink(missing_ok=True)
-            removed += 1
+    for folder in (warehouse / STAGE).glob(f"{asset}@*"):
+        for path in folder.glob("*/*.parquet"):
+            if folder != current or path.name not in keep:
+                path.unlink(missing_ok=True)
+                removed += 1
+        if folder != current:
+            shutil.rmtree(folder, ignore_errors=True)
     return removed
+
+
+def prune_runs(warehouse: Path, keep_run: Callable[[str], bool]) -> int:
+    """Delete the staged outputs of runs ``keep_run`` lets go; returns how many folders."""
+    folder = warehouse / STAGE / RUNS
+    gone = [run for run in (folder.iterdir() if folder.is_dir() else ()) if not keep_run(run.name)]
+    for run in gone:
+        shutil.rmtree(run, ignore_errors=True)
+    return len(gone)
+
+
+def existing(paths: Iterable[Path]) -> Path | None:
+    return next((p for p in paths if p.exists()), None)

@@ -6,7 +6,7 @@ import dagster as dg
 import duckdb
 import pytest
 
-from etl_project import landing
+from etl_project import landing, stage
 from etl_project.defs import launch
 from etl_project.defs.partitions import LANDING_FILES
 from etl_project_tests.conftest import materialize_all
@@ -85,7 +85,10 @@ def test_runs_follow_the_folder_new_changed_removed(tmp_path: Path, instance):
     assert instance.get_dynamic_partitions(LANDING_FILES.name) == ["b.txt", "c.txt"]
     assert count(warehouse, "SELECT DISTINCT source_file FROM raw_records ORDER BY 1") == [("b.txt",), ("c.txt",)]
     assert count(warehouse, "SELECT count(*) FROM papers") == [(3,)]
-    assert len(list((warehouse / ".stage" / "parsed_files" / "raw_records").glob("*.parquet"))) == 2
+    staged = stage.partition_path(warehouse, launch.PER_FILE_ASSET, "raw_records", "b.txt").parent
+    assert sorted(p.name for p in staged.glob("*.parquet")) == sorted(
+        f"{stage.partition_id(k)}.parquet" for k in ["b.txt", "c.txt"]
+    )  # a.txt's staged tables were pruned
 
 
 def test_an_empty_landing_folder_publishes_empty_tables(tmp_path: Path, instance):

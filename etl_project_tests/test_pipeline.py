@@ -102,7 +102,8 @@ def test_checks_link_their_data_docs_pages(seeds_copy: Path, tmp_path: Path):
     assert len(evaluations) == 10  # every Great Expectations suite
     for evaluation in evaluations:
         page = Path(unquote(urlparse(evaluation.metadata["data_docs"].value).path))
-        assert page.is_file() and page.is_relative_to(tmp_path / "wh" / "data_docs")
+        run_site = tmp_path / "wh" / "data_docs" / "runs" / result.run_id
+        assert page.is_file() and page.is_relative_to(run_site)
         assert evaluation.check_name.removesuffix("_suite") in page.read_text(encoding="utf-8")
-    index = (tmp_path / "wh" / "data_docs" / "index.html").read_text(encoding="utf-8")
+    index = (tmp_path / "wh" / "data_docs" / "latest" / "index.html").read_text(encoding="utf-8")
     assert all(e.check_name.removesuffix("_suite") in index for e in evaluations)

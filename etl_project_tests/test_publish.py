@@ -184,7 +184,7 @@ CRASHING_PUBLISH = textwrap.dedent("""
     point = sys.argv[2]
     def die(*args, **kwargs):
         os.kill(os.getpid(), signal.SIGKILL)
-    real_write, real_replace, real_point = pl.DataFrame.write_parquet, os.replace, publish._point
+    real_write, real_replace, real_point = pl.DataFrame.write_parquet, os.replace, publish.point_link
     if point == "parquet":  # after the first table's file
         written = []
         def write_then_die(self, *a, **k):
@@ -197,7 +197,7 @@ CRASHING_PUBLISH = textwrap.dedent("""
         def point_or_die(link, target, replace_file=False):
             if link.name == "current": die()
             real_point(link, target, replace_file)
-        publish._point = point_or_die
+        publish.point_link = point_or_die
     tables = {
         "papers": pl.DataFrame({"paper_id": ["new"], "abstract": ["new"]}),
         "source_files": pl.DataFrame({"source_file": ["new.txt"], "record_count": [1]}),

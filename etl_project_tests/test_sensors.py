@@ -65,7 +65,7 @@ class Landing:
 
 @pytest.fixture
 def folder(tmp_path: Path):
-    with dg.instance_for_test() as instance:  # a schedule's context needs a persistent instance
+    with dg.DagsterInstance.ephemeral() as instance:
         yield Landing(tmp_path, instance)
 
 
@@ -152,21 +152,25 @@ def test_files_the_cli_already_parsed_are_not_parsed_again(folder: Landing):
     assert folder.partitions() == ["a.txt"]
 
 
-def test_nightly_full_refresh_syncs_the_folder_and_asks_for_every_file(folder: Landing):
+def test_nightly_full_refresh_syncs_the_folder_and_asks_for_every_file(tmp_path: Path):
     from etl_project.defs.schedules import nightly_full_refresh
 
-    folder.write("a.txt")
-    folder.write("b.txt")
-    folder.tick(), folder.tick()
-    (folder.folder / "a.txt").unlink()
-    folder.write("c.txt")  # the sensor has not seen these changes: the schedule syncs them itself
-    context = dg.build_schedule_context(
-        instance=folder.instance,
-        resources={"etl": EtlSettings(seeds_dir=str(folder.folder), warehouse_dir=str(folder.warehouse))},
-        repository_def=folder.defs.get_repository_def(),
-    )
-    run = nightly_full_refresh(context)
-    assert folder.partitions() == ["b.txt", "c.txt"]
+    # A schedule's context needs an instance with a ref: a temporary persistent one, entered and
+    # left within the test (it sets context-wide state that must not leak into later tests).
+    with dg.instance_for_test() as instance:
+        folder = Landing(tmp_path, instance)
+        folder.write("a.txt")
+        folder.write("b.txt")
+        folder.tick(), folder.tick()
+        (folder.folder / "a.txt").unlink()
+        folder.write("c.txt")  # the sensor has not seen these changes: the schedule syncs them itself
+        with dg.build_schedule_context(
+            instance=instance,
+            resources={"etl": EtlSettings(seeds_dir=str(folder.folder), warehouse_dir=str(folder.warehouse))},
+            repository_def=folder.defs.get_repository_def(),
+        ) as context:
+            run = nightly_full_refresh(context)
+        assert folder.partitions() == ["b.txt", "c.txt"]
     assert (run.tags[launch.RANGE_START], run.tags[launch.RANGE_END]) == ("b.txt", "c.txt")
     assert run.asset_selection is None and run.tags["etl_project/trigger"] == "nightly_full_refresh"
     assert nightly_full_refresh.default_status == dg.DefaultScheduleStatus.STOPPED

@@ -3,7 +3,7 @@
 import dagster as dg
 import polars as pl
 
-from etl_project import dedup, ingest, integrity, landing, normalize, publish, stage
+from etl_project import dedup, ingest, integrity, landing, publish, stage
 from etl_project.defs import launch
 from etl_project.defs.metadata import OWNERS, markdown_table, table_metadata
 from etl_project.defs.partitions import LANDING_FILES, ONE_RUN_PER_BATCH, WAREHOUSE_POOL
@@ -36,18 +36,12 @@ def parsed_files(context: dg.AssetExecutionContext, etl: EtlSettings) -> dg.Outp
     paths = {key: etl.seeds / landing.file_name(key) for key in context.partition_keys}
     files = [ingest.read_landing_file(path, etl.seeds, etl.max_file_bytes) for path in paths.values()]
     names = {key: file.source_file for key, file in zip(paths, files)}  # as the tables name them
-    parsed = ingest.parse_files(files, etl.max_record_chars)
-    tables = {
-        "source_files": parsed.source_files,
-        "raw_records": parsed.raw_records,
-        "rejected_records": parsed.rejected_records,
-        "records": normalize.normalize_records(parsed.raw_records),
-    }
-    refused = parsed.source_files.filter(pl.col("status") == "rejected")
+    tables = ingest.file_tables(files, etl.max_record_chars)
+    refused = tables["source_files"].filter(pl.col("status") == "rejected")
     for row in refused.iter_rows(named=True):
         context.log.warning(f"refused {row['source_file']!r}: {row['error']}")
     if len(names) <= PER_PARTITION_METADATA_LIMIT:
-        rows = {row["source_file"]: row for row in parsed.source_files.iter_rows(named=True)}
+        rows = {row["source_file"]: row for row in tables["source_files"].iter_rows(named=True)}
         for key, name in names.items():
             row = rows[name]
             context.add_asset_metadata(
@@ -56,14 +50,14 @@ def parsed_files(context: dg.AssetExecutionContext, etl: EtlSettings) -> dg.Outp
                  "records": row["record_count"], "rejected_records": row["rejected_count"]},
                 partition_key=key,
             )
-    by_status = dict(parsed.source_files.group_by("status").len().iter_rows())
+    by_status = dict(tables["source_files"].group_by("status").len().iter_rows())
     return dg.Output(
         split_by_file(tables, names),
         metadata={
             "files_in_run": len(names),
             **{f"files_{status}": by_status.get(status, 0) for status in ("ok", "empty", "rejected")},
-            "records_in_run": parsed.raw_records.height,
-            "rejected_records_in_run": parsed.rejected_records.height,
+            "records_in_run": tables["raw_records"].height,
+            "rejected_records_in_run": tables["rejected_records"].height,
             "refused": dg.MetadataValue.md(markdown_table(refused.select("source_file", "error"))),
             "landing_folder": dg.MetadataValue.path(str(etl.seeds)),
         },
@@ -186,8 +180,9 @@ def source_overlap(paper_occurrences: pl.DataFrame) -> dg.Output[pl.DataFrame]:
 def warehouse(context: dg.AssetExecutionContext, etl: EtlSettings, **tables: pl.DataFrame) -> dg.MaterializeResult:
     """Publish every table as zstd Parquet (warehouse/parquet/) and into warehouse/warehouse.duckdb,
     atomically: readers see the previous release or this one. Runs only when no blocking check
-    failed, and refuses to publish tables that do not describe the same files (a newer run
-    changed partitions while this one was in progress: that run publishes)."""
+    failed. Every table comes from this run's own stage, so concurrent runs cannot mix; tables
+    taken from earlier runs (a run of only some assets) must still line up, or nothing is
+    published."""
     problems = integrity.cross_table_problems(tables)
     if problems:
         raise dg.Failure("not publishing inconsistent tables: " + "; ".join(problems))
@@ -197,6 +192,7 @@ def warehouse(context: dg.AssetExecutionContext, etl: EtlSettings, **tables: pl.
         context.log.warning(note)
     current = context.instance.get_dynamic_partitions(LANDING_FILES.name)
     removed = stage.prune_partitions(etl.warehouse, launch.PER_FILE_ASSET, current)
+    pruned_runs = stage.prune_runs(etl.warehouse, _still_needed(context))
     files = tables["source_files"]
     by_status = dict(files.group_by("status").len().iter_rows())
     refused = files.filter(pl.col("status") == "rejected").select("source_file", "error")
@@ -209,5 +205,24 @@ def warehouse(context: dg.AssetExecutionContext, etl: EtlSettings, **tables: pl.
             **{f"files_{status}": by_status.get(status, 0) for status in ("ok", "empty", "rejected")},
             "refused": dg.MetadataValue.md(markdown_table(refused)),
             "stage_files_pruned": removed,
+            "stage_runs_pruned": pruned_runs,
         }
     )
+
+
+def _still_needed(context: dg.AssetExecutionContext):
+    """Which runs' staged outputs to keep: this run's, any run still going, and the runs that hold
+    the latest materialization of a staged asset (what a later run of only some assets reads)."""
+    latest = {
+        event.run_id
+        for key in context.assets_def.keys_by_input_name.values()
+        if (event := context.instance.get_latest_materialization_event(key)) is not None
+    }
+
+    def keep(run_id: str) -> bool:
+        if run_id == context.run_id or run_id in latest:
+            return True
+        run = context.instance.get_run_by_id(run_id)
+        return run is not None and not run.is_finished
+
+    return keep

@@ -2,13 +2,15 @@
 expectation stops the publish; failed WARN expectations (``mostly`` ranges) are reported only.
 Plus one non-blocking report on near-duplicate clusters (near_duplicate_clusters)."""
 
+import functools
 import json
+import shutil
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
 
-from etl_project import dedup
+from etl_project import dedup, publish
 from etl_project.defs.metadata import markdown_table
 from etl_project.defs.partitions import WAREHOUSE_POOL
 from etl_project.defs.resources import EtlSettings
@@ -16,9 +18,26 @@ from etl_project.quality import suites
 from etl_project.quality.runner import SuiteResult, run_suite
 
 
-def docs_dir(etl: EtlSettings) -> Path:
-    """Where the Great Expectations Data Docs site of the checks is written."""
-    return etl.warehouse / "data_docs"
+# Data Docs of this many runs are kept (each run's site is its own folder; check links stay valid).
+KEEP_DOCS_RUNS = 20
+
+
+def docs_dir(etl: EtlSettings, context: dg.AssetCheckExecutionContext) -> Path:
+    """This run's Great Expectations Data Docs site, ``<warehouse>/data_docs/runs/<run_id>/``;
+    ``data_docs/latest`` points at the newest run's."""
+    return _run_docs(etl.warehouse / "data_docs", context.run.run_id)
+
+
+@functools.cache
+def _run_docs(root: Path, run_id: str) -> Path:
+    """Made once per run: the folder, the ``latest`` link, and old runs' sites pruned."""
+    folder = root / "runs" / run_id
+    folder.mkdir(parents=True, exist_ok=True)
+    publish.point_link(root / "latest", Path("runs") / run_id)
+    older = sorted((p for p in folder.parent.iterdir() if p != folder), key=lambda p: p.stat().st_mtime)
+    for old in older[: max(0, len(older) - (KEEP_DOCS_RUNS - 1))]:
+        shutil.rmtree(old, ignore_errors=True)
+    return folder
 
 
 def check_result(result: SuiteResult) -> dg.AssetCheckResult:
@@ -56,44 +75,44 @@ def check_result(result: SuiteResult) -> dg.AssetCheckResult:
     asset="source_files", blocking=True, pool=WAREHOUSE_POOL,
     additional_ins={"raw_records": dg.AssetIn("raw_records"), "rejected_records": dg.AssetIn("rejected_records")},
 )
-def source_files_suite(etl: EtlSettings, source_files: pl.DataFrame, raw_records: pl.DataFrame, rejected_records: pl.DataFrame):
+def source_files_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, source_files: pl.DataFrame, raw_records: pl.DataFrame, rejected_records: pl.DataFrame):
     """Files unique, statuses valid, rejected files say why, and no character lost: each file's
     decoded text is fully accounted for by its title, raw records and rejected records."""
-    return check_result(run_suite(suites.SOURCE_FILES, suites.source_files_frame(source_files, raw_records, rejected_records), docs_dir(etl)))
+    return check_result(run_suite(suites.SOURCE_FILES, suites.source_files_frame(source_files, raw_records, rejected_records), docs_dir(etl, context)))
 
 
 @dg.asset_check(asset="raw_records", blocking=True, pool=WAREHOUSE_POOL)
-def raw_records_suite(etl: EtlSettings, raw_records: pl.DataFrame):
+def raw_records_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, raw_records: pl.DataFrame):
     """record_id unique and not null, ordinals unique per file and >= 1, line spans ordered."""
-    return check_result(run_suite(suites.RAW_RECORDS, suites.raw_records_frame(raw_records), docs_dir(etl)))
+    return check_result(run_suite(suites.RAW_RECORDS, suites.raw_records_frame(raw_records), docs_dir(etl, context)))
 
 
 @dg.asset_check(asset="records", blocking=True, pool=WAREHOUSE_POOL, additional_ins={"raw_records": dg.AssetIn("raw_records")})
-def records_suite(etl: EtlSettings, records: pl.DataFrame, raw_records: pl.DataFrame):
+def records_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, records: pl.DataFrame, raw_records: pl.DataFrame):
     """One normalized record per raw record, each with a non-empty text and dedup key."""
-    return check_result(run_suite(suites.records_suite(raw_records.height), suites.records_frame(records), docs_dir(etl)))
+    return check_result(run_suite(suites.records_suite(raw_records.height), suites.records_frame(records), docs_dir(etl, context)))
 
 
 @dg.asset_check(asset="papers", blocking=True, pool=WAREHOUSE_POOL)
-def papers_suite(etl: EtlSettings, papers: pl.DataFrame):
+def papers_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, papers: pl.DataFrame):
     """paper_id unique, well-formed, one per key; counts consistent; abstract size sane (mostly)."""
-    return check_result(run_suite(suites.PAPERS, suites.papers_frame(papers), docs_dir(etl)))
+    return check_result(run_suite(suites.PAPERS, suites.papers_frame(papers), docs_dir(etl, context)))
 
 
 @dg.asset_check(
     asset="paper_occurrences", blocking=True, pool=WAREHOUSE_POOL,
     additional_ins={"raw_records": dg.AssetIn("raw_records"), "papers": dg.AssetIn("papers")},
 )
-def paper_occurrences_suite(etl: EtlSettings, paper_occurrences: pl.DataFrame, raw_records: pl.DataFrame, papers: pl.DataFrame):
+def paper_occurrences_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, paper_occurrences: pl.DataFrame, raw_records: pl.DataFrame, papers: pl.DataFrame):
     """Every raw record maps to exactly one existing paper; one canonical occurrence per paper."""
     frame = suites.paper_occurrences_frame(paper_occurrences, raw_records, papers)
-    return check_result(run_suite(suites.PAPER_OCCURRENCES, frame, docs_dir(etl)))
+    return check_result(run_suite(suites.PAPER_OCCURRENCES, frame, docs_dir(etl, context)))
 
 
 @dg.asset_check(asset="source_overlap", blocking=True, pool=WAREHOUSE_POOL)
-def source_overlap_suite(etl: EtlSettings, source_overlap: pl.DataFrame):
+def source_overlap_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, source_overlap: pl.DataFrame):
     """File pairs unique and ordered, shared counts positive, Jaccard within [0, 1]."""
-    return check_result(run_suite(suites.SOURCE_OVERLAP, source_overlap, docs_dir(etl)))
+    return check_result(run_suite(suites.SOURCE_OVERLAP, source_overlap, docs_dir(etl, context)))
 
 
 # A near cluster holding more distinct texts than this is more likely boilerplate or a template

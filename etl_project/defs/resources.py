@@ -7,7 +7,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from etl_project import ingest, normalize, settings, stage
+from etl_project import ingest, settings, stage
 from etl_project.near_dedup import NearConfig
 
 SETTLE_ENV = "ETL_SENSOR_SETTLE_SECONDS"
@@ -44,18 +44,6 @@ class EtlSettings(dg.ConfigurableResource):
         return settings.warehouse_dir(self.warehouse_dir)
 
 
-def empty_tables() -> dict[str, pl.DataFrame]:
-    """The per-file tables with zero rows (an empty landing folder), with the schemas the stage
-    functions give, so every downstream step runs unchanged."""
-    parsed = ingest.parse_files([])
-    return {
-        "source_files": parsed.source_files,
-        "raw_records": parsed.raw_records,
-        "rejected_records": parsed.rejected_records,
-        "records": normalize.normalize_records(parsed.raw_records),
-    }
-
-
 class StageIOManager(dg.ConfigurableIOManager):
     """Keeps each asset's value in the stage (see etl_project.stage). A per-file asset returns
     ``{partition_key: {table: frame}}``; downstream, it loads as ``{table: all files stacked}``."""
@@ -68,14 +56,28 @@ class StageIOManager(dg.ConfigurableIOManager):
             for key, tables in obj.items():
                 stage.write_partition(self.etl.warehouse, asset, key, tables)
         else:
-            stage.write(obj, stage.asset_path(self.etl.warehouse, asset))
+            stage.write(obj, stage.run_path(self.etl.warehouse, context.run_id, asset))
 
     def load_input(self, context: dg.InputContext):
         asset = context.asset_key.to_user_string()
         if context.has_asset_partitions:
             keys = list(context.asset_partition_keys)
-            return stage.read_partitions(self.etl.warehouse, asset, keys) if keys else empty_tables()
-        return pl.read_parquet(stage.asset_path(self.etl.warehouse, asset))
+            return stage.read_partitions(self.etl.warehouse, asset, keys) if keys else ingest.file_tables([])
+        # What this run produced, else the asset's latest materialization (from another run).
+        runs = [_producing_run(context)]
+        latest = context.instance.get_latest_materialization_event(context.asset_key)
+        runs.append(latest.run_id if latest else None)
+        path = stage.existing(stage.run_path(self.etl.warehouse, run, asset) for run in runs if run)
+        if path is None:
+            raise FileNotFoundError(f"{asset!r} has no staged output in {self.etl.warehouse}: materialize it first")
+        return pl.read_parquet(path)
+
+
+def _producing_run(context: dg.InputContext) -> str | None:
+    try:
+        return context.upstream_output.run_id if context.upstream_output else None
+    except dg.DagsterInvariantViolationError:  # an input from outside the run has no run id
+        return None
 
 
 def build_resources(seeds_dir: str = "", warehouse_dir: str = "") -> dict:

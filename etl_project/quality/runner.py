@@ -4,14 +4,11 @@ GX costs seconds to import, so it is imported on first use, and one ephemeral co
 whole process. GX validates pandas: only the columns a suite reads are converted.
 
 Data Docs: each validation is stored in the context (in memory) and its page rendered into a
-static site, e.g. ``<warehouse>/data_docs/index.html``. Each run is a process of its own, so the
-site shows that run's validations; pages of earlier runs are removed when a process first writes
-to the site.
+static site in the folder the caller gives (one per run: see etl_project/defs/checks.py).
 """
 
 import functools
 import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -76,7 +73,6 @@ def _gx():
 def _docs_site(docs_dir: Path) -> str:
     """The context's site writing into ``docs_dir`` (added once per process and folder)."""
     _, context, _ = _gx()
-    shutil.rmtree(docs_dir / "validations", ignore_errors=True)  # an earlier run's pages
     name = f"site_{len(context.list_data_docs_sites())}"
     context.add_data_docs_site(name, {
         "class_name": "SiteBuilder",
