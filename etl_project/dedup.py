@@ -178,3 +178,21 @@ def difference_excerpt(canonical: str, member: str, context: int = 5, max_change
         if len(parts) == max_changes:
             break
     return " ".join(parts) if parts else "(same words; differs only in case, spacing or symbols)"
+
+
+def variant_texts(papers: pl.DataFrame, occurrences: pl.DataFrame, records: pl.DataFrame) -> pl.DataFrame:
+    """``(paper_id, abstract)`` for every distinct text of every paper: the canonical abstract
+    first, then the texts of its other records in (source_file, ordinal) order. A near duplicate
+    can carry what its canonical lacks (a "Code is available at ..." line, say)."""
+    others = (
+        occurrences.lazy()
+        .filter(pl.col("match_kind") != "canonical")
+        .join(records.lazy().select("record_id", abstract="text"), on="record_id")
+        .sort("source_file", "ordinal")
+        .select("paper_id", "abstract")
+    )
+    return (
+        pl.concat([papers.lazy().select("paper_id", "abstract"), others])
+        .unique(["paper_id", "abstract"], keep="first", maintain_order=True)
+        .collect()
+    )

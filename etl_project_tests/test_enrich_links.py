@@ -114,3 +114,21 @@ def test_github_repositories_of_the_seeds():
         "https://github.com/divelab/AIRS/",
         "https://shieldagent-aiguard.github.io/",
     }
+
+
+def test_a_link_only_a_near_duplicate_carries_belongs_to_its_paper():
+    from etl_project import dedup
+    from etl_project_tests.conftest import normalized_records
+
+    words = " ".join(f"word{i}" for i in range(60))
+    canonical = f"We study {words} and report results."
+    variant = canonical + " Code is available at https://github.com/acme/tool."
+    records = normalized_records([("a.txt", 1, canonical), ("b.txt", 1, variant), ("c.txt", 1, variant)])
+    papers, occurrences = dedup.deduplicate(records)
+    assert papers.height == 1 and set(occurrences["match_kind"]) == {"canonical", "near"}
+    texts = dedup.variant_texts(papers, occurrences, records)
+    assert texts["abstract"].to_list() == [papers["abstract"][0], variant]  # canonical first, once each
+    found = extract_links(texts)
+    assert found.select("paper_id", "url", "owner", "name", "link_rank").rows() == [
+        (papers["paper_id"][0], "https://github.com/acme/tool", "acme", "tool", 1)
+    ]

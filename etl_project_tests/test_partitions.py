@@ -104,3 +104,23 @@ def test_full_refresh_parses_every_file_again(seeds_copy: Path, tmp_path: Path, 
     parsed = {e.partition for e in result.get_asset_materialization_events() if e.asset_key == dg.AssetKey("parsed_files")}
     assert parsed == {p.name for p in seeds_copy.iterdir()}
     assert count(tmp_path / "wh", "SELECT count(*) FROM papers") == [(31,)]
+
+
+def test_each_run_keeps_its_own_cross_file_stage_and_old_runs_are_pruned(seeds_copy: Path, tmp_path: Path, instance):
+    runs = [materialize_all(seeds_copy, tmp_path / "wh", instance) for _ in range(3)]
+    assert all(r.success for r in runs)
+    staged = sorted(p.name for p in (tmp_path / "wh" / stage.STAGE / stage.RUNS).iterdir())
+    assert staged == [runs[-1].run_id]  # the latest materializations are all the last run's
+    assert stage.run_path(tmp_path / "wh", runs[-1].run_id, "papers").is_file()
+
+
+def test_tables_staged_by_another_version_of_the_code_are_parsed_again(seeds_copy: Path, tmp_path: Path, instance):
+    warehouse = tmp_path / "wh"
+    assert materialize_all(seeds_copy, warehouse, instance).success
+    current = stage.partition_path(warehouse, launch.PER_FILE_ASSET, "raw_records", "x").parents[1]
+    current.rename(current.with_name(f"{launch.PER_FILE_ASSET}@0ldc0de0"))  # as an older release left it
+    plan = launch.plan_run(instance, seeds_copy, warehouse)
+    assert plan.to_parse == sorted(p.name for p in seeds_copy.iterdir())
+    assert materialize_all(seeds_copy, warehouse, instance).success
+    assert not (warehouse / stage.STAGE / f"{launch.PER_FILE_ASSET}@0ldc0de0").exists()  # pruned
+    assert count(warehouse, "SELECT count(*) FROM papers") == [(31,)]

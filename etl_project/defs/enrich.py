@@ -3,6 +3,7 @@
 import dagster as dg
 import polars as pl
 
+from etl_project import dedup
 from etl_project.defs.checks import check_result, docs_dir
 from etl_project.defs.metadata import OWNERS, markdown_table, table_metadata
 from etl_project.defs.partitions import WAREHOUSE_POOL
@@ -17,11 +18,12 @@ def _share(part: int, whole: int) -> float:
 
 
 @dg.asset(group_name="enrich", kinds={"polars"}, owners=OWNERS, pool=WAREHOUSE_POOL)
-def paper_links(papers: pl.DataFrame) -> dg.Output[pl.DataFrame]:
-    """Every URL in each paper's abstract, trimmed as a linkifier would, with host, kind
-    (code_repository, dataset, model, project_page, anonymous_review, ...) and, for GitHub, GitLab
-    and Hugging Face, the repository's owner and name. Rules: etl_project/enrich/links.py."""
-    frame = links.extract_links(papers)
+def paper_links(papers: pl.DataFrame, paper_occurrences: pl.DataFrame, records: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+    """Every URL in each paper's texts (the canonical abstract first, then its near-duplicate
+    variants, which may carry a link the canonical lacks), trimmed as a linkifier would, with host,
+    kind (code_repository, dataset, model, project_page, anonymous_review, ...) and, for GitHub,
+    GitLab and Hugging Face, the repository's owner and name. Rules: etl_project/enrich/links.py."""
+    frame = links.extract_links(dedup.variant_texts(papers, paper_occurrences, records))
     with_code = frame.filter(pl.col("kind").is_in(links.CODE_KINDS))["paper_id"].n_unique()
     return dg.Output(
         frame,

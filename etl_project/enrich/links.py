@@ -97,10 +97,12 @@ def trim_url(url: pl.Expr) -> pl.Expr:
 
 
 def extract_links(papers: pl.DataFrame, text_column: str = "abstract") -> pl.DataFrame:
-    """One row per distinct URL per paper (``LINKS_SCHEMA``), in order of first appearance."""
+    """One row per distinct URL per paper (``LINKS_SCHEMA``), in order of first appearance; a
+    paper may have several rows (texts of its variants), read in their order."""
     found = (
         papers.lazy()
         .select("paper_id", text=pl.col(text_column))
+        .with_row_index("text_order")
         .with_columns(raw=pl.col("text").str.extract_all(_CANDIDATE))
         .explode("raw")
         .drop_nulls("raw")
@@ -116,7 +118,7 @@ def extract_links(papers: pl.DataFrame, text_column: str = "abstract") -> pl.Dat
             break
         url = trimmed
     parts = (
-        found.select("paper_id", "position")
+        found.select("paper_id", "text_order", "position")
         .with_columns(url=url)
         .with_columns(
             url=pl.when(pl.col("url").str.contains(r"(?i)^[a-z][a-z0-9+.-]*://"))
@@ -137,7 +139,7 @@ def extract_links(papers: pl.DataFrame, text_column: str = "abstract") -> pl.Dat
     segments = pl.col("path").str.strip_chars("/").str.split("/")
     links = (
         parts.with_columns(kind=_kind(pl.col("host"), pl.col("path")), **_owner_name(pl.col("host"), pl.col("path"), segments))
-        .sort("paper_id", "position")
+        .sort("paper_id", "text_order", "position")
         .unique(["paper_id", "url"], keep="first", maintain_order=True)
         .with_columns(link_rank=pl.int_range(1, pl.len() + 1, dtype=pl.UInt32).over("paper_id"))
     )
