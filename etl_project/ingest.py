@@ -234,6 +234,8 @@ def read_landing_file(path: Path, root: Path, max_file_bytes: int = DEFAULT_MAX_
 
     if name != relative:
         return rejected("file name is not valid UTF-8 (shown here with \\x escapes); rename the file")
+    if path.is_dir() and not path.is_symlink():  # listed only when its contents could not be
+        return rejected("a folder that cannot be listed (check its permissions)")
     try:
         real = path.resolve()
     except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop (Python < 3.13)

@@ -9,6 +9,10 @@ A change is decided by content: a file is new when its key is unknown, changed w
 differs from the one last parsed, unchanged otherwise (a ``touch`` is not a change). A file is
 *settled* when its size and mtime did not move since the previous look and its mtime is at least
 ``settle_seconds`` old, so a half-copied file is not picked up while it grows.
+
+A plan (``make_plan``) turns changes into partition bookkeeping: removed files lose their
+partition; new and changed files are (re-)added after all others, so the files one run parses
+always form one contiguous range of partitions, however many they are.
 """
 
 import hashlib
@@ -62,16 +66,20 @@ class FileState:
 
 def scan(root: Path) -> dict[str, FileState]:
     """Every candidate file of the landing folder by partition key (symlinks are not followed:
-    ingest rejects those that lead outside; a broken one is seen with size 0)."""
+    ingest rejects those that lead outside; a broken one is seen with size 0). A subfolder that
+    cannot be listed is a candidate too, so that ingest records it as refused, not skipped."""
     if not root.is_dir():
         raise FileNotFoundError(f"landing folder does not exist: {root}")
+    unlisted: list[OSError] = []
+    paths = ingest.list_landing_files(root, unlisted)
+    paths += [Path(error.filename) for error in unlisted if error.filename and Path(error.filename) != root]
     found = {}
-    for path in ingest.list_landing_files(root):
+    for path in paths:
         try:
-            stat = path.stat()
+            info = path.stat()
         except OSError:
-            stat = path.lstat()
-        found[partition_key(path.relative_to(root).as_posix())] = FileState(stat.st_size, stat.st_mtime_ns)
+            info = path.lstat()
+        found[partition_key(path.relative_to(root).as_posix())] = FileState(info.st_size, info.st_mtime_ns)
     return found
 
 
@@ -109,9 +117,6 @@ class Changes:
     def present(self) -> set[str]:
         """Every key still in the folder, whatever happened to it."""
         return {*self.new, *self.changed, *self.growing, *self.unchanged}
-
-    def __bool__(self) -> bool:
-        return bool(self.new or self.changed or self.removed)
 
 
 def detect_changes(
@@ -153,3 +158,36 @@ def detect_changes(
             unchanged.append(key)
     removed = sorted(set(known) - set(current))
     return Changes(new, changed, removed, growing, unchanged), seen
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How to bring the partitions in line with the landing folder, and what the run parses."""
+
+    changes: Changes
+    to_delete: list[str]  # removed files, and changed files about to be added again
+    to_add: list[str]  # new and changed files, added in this order after every other partition
+    to_parse: list[str]  # the run's partition keys: a contiguous range, in partition order
+
+    @property
+    def removed(self) -> list[str]:
+        return [k for k in self.to_delete if k not in set(self.to_add)]
+
+
+def make_plan(changes: Changes, existing: list[str], full: bool = False) -> Plan:
+    """Partition bookkeeping for ``changes``; a full refresh parses every file, otherwise only
+    the new and changed ones, which end up last, so the range holds exactly them. Files that
+    already are the newest partitions (another run just added them) are not moved again."""
+    still_there = changes.present
+    removed = [k for k in existing if k not in still_there]
+    remaining = [k for k in existing if k in still_there]
+    wanted = changes.to_parse
+    tail = remaining[len(remaining) - len(wanted):] if wanted else []
+    if set(tail) == set(wanted):
+        to_delete, to_add, order = removed, [], remaining
+    else:
+        readd = [k for k in wanted if k in set(existing)]
+        to_delete, to_add = [*removed, *readd], wanted
+        order = [k for k in remaining if k not in set(readd)] + wanted
+    to_parse = order if full else order[len(order) - len(wanted):] if wanted else []
+    return Plan(changes, to_delete, to_add, to_parse)

@@ -82,3 +82,20 @@ def test_an_unreadable_file_counts_as_changed_so_ingest_records_why(tmp_path: Pa
     (tmp_path / "dangling.txt").symlink_to(tmp_path / "nowhere")
     changes, _ = landing.detect_changes(tmp_path, landing.scan(tmp_path), {"dangling.txt": "0" * 64})
     assert changes.changed == ["dangling.txt"]
+
+
+def test_a_folder_that_cannot_be_listed_is_refused_not_skipped(tmp_path: Path, monkeypatch):
+    from etl_project import ingest
+
+    write(tmp_path, "a.txt", "A\n\nOne abstract.\n")
+    (tmp_path / "locked").mkdir()
+    real_list = ingest.list_landing_files
+
+    def list_with_a_locked_folder(root, errors=None):  # as os.walk reports it (tests run as root)
+        errors.append(PermissionError(13, "Permission denied", str(root / "locked")))
+        return [p for p in real_list(root) if p.name != "locked"]
+
+    monkeypatch.setattr(ingest, "list_landing_files", list_with_a_locked_folder)
+    assert sorted(landing.scan(tmp_path)) == ["a.txt", "locked"]
+    refused = ingest.read_landing_file(tmp_path / "locked", tmp_path)
+    assert refused.text is None and "cannot be listed" in refused.error

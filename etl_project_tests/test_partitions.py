@@ -17,23 +17,23 @@ def changes(**lists) -> landing.Changes:
 
 
 def test_plan_re_adds_changed_files_last_so_the_run_is_one_range():
-    plan = launch.make_plan(changes(new=["d"], changed=["b"], unchanged=["a", "c"]), existing=["a", "b", "c", "gone"])
+    plan = landing.make_plan(changes(new=["d"], changed=["b"], unchanged=["a", "c"]), existing=["a", "b", "c", "gone"])
     assert plan.to_delete == ["gone", "b"]
     assert plan.to_add == ["b", "d"]
     assert plan.to_parse == ["b", "d"]
     assert plan.removed == ["gone"]
-    assert plan.tags() == {launch.RANGE_START: "b", launch.RANGE_END: "d"}
+    assert launch.range_tags(plan) == {launch.RANGE_START: "b", launch.RANGE_END: "d"}
 
 
 def test_full_plan_covers_every_partition_in_order():
-    plan = launch.make_plan(changes(new=["d"], changed=["b"], unchanged=["a", "c"]), existing=["a", "b", "c"], full=True)
+    plan = landing.make_plan(changes(new=["d"], changed=["b"], unchanged=["a", "c"]), existing=["a", "b", "c"], full=True)
     assert plan.to_parse == ["a", "c", "b", "d"]
-    assert plan.tags() == {launch.RANGE_START: "a", launch.RANGE_END: "d"}
+    assert launch.range_tags(plan) == {launch.RANGE_START: "a", launch.RANGE_END: "d"}
 
 
 def test_nothing_to_parse_means_no_range():
-    plan = launch.make_plan(changes(unchanged=["a"]), existing=["a", "b"])
-    assert (plan.to_parse, plan.removed, plan.tags()) == ([], ["b"], {})
+    plan = landing.make_plan(changes(unchanged=["a"]), existing=["a", "b"])
+    assert (plan.to_parse, plan.removed, launch.range_tags(plan)) == ([], ["b"], {})
 
 
 def paper_list(title: str, *abstracts: str) -> str:

@@ -10,7 +10,6 @@ import contextlib
 import fcntl
 import os
 import socket
-from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
@@ -25,60 +24,29 @@ PID_TAG = "etl_project/pid"
 HOST_TAG = "etl_project/host"
 
 
-@dataclass(frozen=True)
-class Plan:
-    """How to bring the partitions in line with the landing folder, and what the run parses."""
-
-    changes: landing.Changes
-    to_delete: list[str]  # removed files, and changed files about to be added again
-    to_add: list[str]  # new and changed files, added in this order after every other partition
-    to_parse: list[str]  # the run's partition keys: a contiguous range, in partition order
-
-    def tags(self) -> dict[str, str]:
-        return {RANGE_START: self.to_parse[0], RANGE_END: self.to_parse[-1]} if self.to_parse else {}
-
-    @property
-    def removed(self) -> list[str]:
-        return [k for k in self.to_delete if k not in set(self.to_add)]
+def range_tags(plan: landing.Plan) -> dict[str, str]:
+    """The tags that make a run cover the plan's partitions: one contiguous range."""
+    return {RANGE_START: plan.to_parse[0], RANGE_END: plan.to_parse[-1]} if plan.to_parse else {}
 
 
-def make_plan(changes: landing.Changes, existing: list[str], full: bool = False) -> Plan:
-    """Partition bookkeeping for ``changes``; a full refresh parses every file, otherwise only
-    the new and changed ones, which end up last, so the range holds exactly them. Files that
-    already are the newest partitions (another run just added them) are not moved again."""
-    still_there = changes.present
-    removed = [k for k in existing if k not in still_there]
-    remaining = [k for k in existing if k in still_there]
-    wanted = changes.to_parse
-    tail = remaining[len(remaining) - len(wanted):] if wanted else []
-    if set(tail) == set(wanted):
-        to_delete, to_add, order = removed, [], remaining
-    else:
-        readd = [k for k in wanted if k in set(existing)]
-        to_delete, to_add = [*removed, *readd], wanted
-        order = [k for k in remaining if k not in set(readd)] + wanted
-    to_parse = order if full else order[len(order) - len(wanted):] if wanted else []
-    return Plan(changes, to_delete, to_add, to_parse)
-
-
-def plan_run(instance: dg.DagsterInstance, seeds: Path, warehouse: Path, full: bool = False) -> Plan:
+def plan_run(instance: dg.DagsterInstance, seeds: Path, warehouse: Path, full: bool = False) -> landing.Plan:
     """Compare the landing folder with what the warehouse's stage last parsed (by sha256)."""
     current = landing.scan(seeds)
     existing = instance.get_dynamic_partitions(LANDING_FILES.name)
     present = set(existing)
     known = {k: v for k, v in stage.staged_file_hashes(warehouse, PER_FILE_ASSET, list(current)).items() if k in present}
     changes, _ = landing.detect_changes(seeds, current, known)
-    return make_plan(changes, existing, full)
+    return landing.make_plan(changes, existing, full)
 
 
-def apply_plan(instance: dg.DagsterInstance, plan: Plan) -> None:
+def apply_plan(instance: dg.DagsterInstance, plan: landing.Plan) -> None:
     for key in plan.to_delete:
         instance.delete_dynamic_partition(LANDING_FILES.name, key)
     if plan.to_add:
         instance.add_dynamic_partitions(LANDING_FILES.name, plan.to_add)
 
 
-def partition_requests(plan: Plan) -> list:
+def partition_requests(plan: landing.Plan) -> list:
     """apply_plan's bookkeeping as the requests a sensor returns (the daemon applies them in order)."""
     requests = []
     if plan.to_delete:
@@ -129,7 +97,7 @@ def run_in_process(
     warehouse: Path,
     full: bool = False,
     run_config: dict | None = None,
-) -> tuple[Plan, dg.ExecuteInProcessResult]:
+) -> tuple[landing.Plan, dg.ExecuteInProcessResult]:
     """Sync the partitions with the landing folder and run ``job`` in this process: the per-file
     assets for new and changed files (all files when ``full``), then every cross-file asset."""
     with home_lock(Path(instance.root_directory)):
@@ -138,7 +106,7 @@ def run_in_process(
         apply_plan(instance, plan)
     result = job.execute_in_process(
         instance=instance,
-        tags={**plan.tags(), **process_tags()},
+        tags={**range_tags(plan), **process_tags()},
         asset_selection=None if plan.to_parse else cross_file_assets(job),
         run_config=run_config,
         raise_on_error=False,

@@ -65,7 +65,7 @@ def landing_sensor(context: dg.SensorEvaluationContext, etl: EtlSettings):
     changes, looked = landing.detect_changes(
         etl.seeds, current, known, previous=seen, settle_seconds=etl.settle_seconds
     )
-    plan = launch.make_plan(changes, existing)
+    plan = landing.make_plan(changes, existing)
     requested = {k: v for k, v in pending.items() if k in changes.present}
     requested.update({k: looked[k].sha256 for k in plan.to_parse})
     cursor = _dump_cursor(tick + 1, looked, requested)
@@ -76,7 +76,7 @@ def landing_sensor(context: dg.SensorEvaluationContext, etl: EtlSettings):
     job = context.repository_def.get_job(ETL_JOB)
     run = dg.RunRequest(
         run_key=_run_key(tick, plan),
-        tags={**plan.tags(), TRIGGER_TAG: SENSOR_TRIGGER},
+        tags={**launch.range_tags(plan), TRIGGER_TAG: SENSOR_TRIGGER},
         asset_selection=None if plan.to_parse else launch.cross_file_assets(job),
     )
     context.log.info(
@@ -94,7 +94,7 @@ def _sensor_runs_in_flight(instance: dg.DagsterInstance) -> bool:
     return bool(runs)
 
 
-def _run_key(tick: int, plan: launch.Plan) -> str:
+def _run_key(tick: int, plan: landing.Plan) -> str:
     """Stable for a retried evaluation of the same tick, different for every later tick."""
     digest = hashlib.sha256(json.dumps([tick, plan.to_parse, plan.to_delete]).encode()).hexdigest()[:16]
     return f"landing-{tick}-{digest}"
