@@ -74,6 +74,9 @@ def publish(tables: dict[str, pl.DataFrame], warehouse: Path, release_id: str, w
     releases = warehouse / RELEASES
     releases.mkdir(exist_ok=True)
     with _publish_lock(warehouse / LOCK_FILE, _wait_seconds(wait_seconds)):
+        parquet = warehouse / PARQUET_LINK
+        if parquet.exists() and not parquet.is_symlink():  # refused before anything is switched
+            raise PublishError(f"{parquet} is a real file or folder, not a link into the releases; move it away and publish again")
         notes = _remove_partials(releases)
         partial = releases / f"{release_id}{_PARTIAL}"
         (partial / "parquet").mkdir(parents=True)

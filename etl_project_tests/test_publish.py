@@ -143,6 +143,7 @@ def test_real_folder_where_a_link_belongs_is_refused(tmp_path: Path):
     with pytest.raises(publish.PublishError, match="real file or folder"):
         publish.publish(tables(2), wh, "20250101T000000000000Z")
     assert (wh / "parquet" / "mine.parquet").read_bytes() == b"someone's data"
+    assert not (wh / "current").exists() and not (wh / "warehouse.duckdb").exists()  # nothing switched
 
 
 HOLD_LOCK = textwrap.dedent("""
