@@ -1,9 +1,9 @@
 """Cross-table consistency, asserted again at publish time.
 
-The blocking checks validate each table when it is produced. Steps of two runs can interleave
-(they share one pool slot, taken step by step), so by the time a run publishes, a newer run may
-have re-materialized some files' partitions. Publishing then would mix two versions of the
-landing folder; these cheap joins catch exactly that and the publish step refuses.
+The blocking checks validate each table when it is produced, and a full run publishes only
+tables it produced itself. A run of only some assets (from the UI, say) publishes others from
+their latest materializations, made by other runs: these cheap joins make sure that they still
+describe the same records, and the publish step refuses when they do not.
 """
 
 import polars as pl

@@ -5,7 +5,7 @@ import polars as pl
 
 from etl_project import dedup, ingest, integrity, landing, publish, stage
 from etl_project.defs import launch
-from etl_project.defs.metadata import OWNERS, markdown_table, table_metadata
+from etl_project.defs.metadata import OWNERS, markdown_table, status_counts, table_metadata
 from etl_project.defs.partitions import LANDING_FILES, ONE_RUN_PER_BATCH, WAREHOUSE_POOL
 from etl_project.defs.resources import EtlSettings
 from etl_project.enrich.markup import plain_text
@@ -50,12 +50,11 @@ def parsed_files(context: dg.AssetExecutionContext, etl: EtlSettings) -> dg.Outp
                  "records": row["record_count"], "rejected_records": row["rejected_count"]},
                 partition_key=key,
             )
-    by_status = dict(tables["source_files"].group_by("status").len().iter_rows())
     return dg.Output(
         split_by_file(tables, names),
         metadata={
             "files_in_run": len(names),
-            **{f"files_{status}": by_status.get(status, 0) for status in ("ok", "empty", "rejected")},
+            **status_counts(tables["source_files"]),
             "records_in_run": tables["raw_records"].height,
             "rejected_records_in_run": tables["rejected_records"].height,
             "refused": dg.MetadataValue.md(markdown_table(refused.select("source_file", "error"))),
@@ -110,8 +109,7 @@ def landing_tables(parsed_files: dict[str, pl.DataFrame]):
         frame = frame.sort("source_file", *(["ordinal"] if "ordinal" in frame.columns else []))
         metadata = table_metadata(frame)
         if table == "source_files":
-            by_status = dict(frame.group_by("status").len().iter_rows())
-            metadata |= {f"files_{status}": by_status.get(status, 0) for status in ("ok", "empty", "rejected")}
+            metadata |= status_counts(frame)
         elif table == "rejected_records":
             metadata["by_reason"] = dg.MetadataValue.md(markdown_table(frame.group_by("reason").len().sort("reason")))
         yield dg.Output(frame, table, metadata=metadata)
@@ -193,16 +191,14 @@ def warehouse(context: dg.AssetExecutionContext, etl: EtlSettings, **tables: pl.
     current = context.instance.get_dynamic_partitions(LANDING_FILES.name)
     removed = stage.prune_partitions(etl.warehouse, launch.PER_FILE_ASSET, current)
     pruned_runs = stage.prune_runs(etl.warehouse, _still_needed(context))
-    files = tables["source_files"]
-    by_status = dict(files.group_by("status").len().iter_rows())
-    refused = files.filter(pl.col("status") == "rejected").select("source_file", "error")
+    refused = tables["source_files"].filter(pl.col("status") == "rejected").select("source_file", "error")
     return dg.MaterializeResult(
         metadata={
             "release_id": release.release_id,
             "duckdb": dg.MetadataValue.path(str(release.duckdb_path)),
             "parquet": dg.MetadataValue.path(str(release.parquet_dir)),
             **{f"rows/{name}": count for name, count in release.row_counts.items()},
-            **{f"files_{status}": by_status.get(status, 0) for status in ("ok", "empty", "rejected")},
+            **status_counts(tables["source_files"]),
             "refused": dg.MetadataValue.md(markdown_table(refused)),
             "stage_files_pruned": removed,
             "stage_runs_pruned": pruned_runs,

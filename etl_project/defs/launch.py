@@ -22,6 +22,7 @@ RANGE_START = "dagster/asset_partition_range_start"
 RANGE_END = "dagster/asset_partition_range_end"
 PID_TAG = "etl_project/pid"
 HOST_TAG = "etl_project/host"
+TRIGGER_TAG = "etl_project/trigger"  # the run queue (dagster.yaml) allows one run per trigger at a time
 
 
 def range_tags(plan: landing.Plan) -> dict[str, str]:

@@ -19,6 +19,12 @@ def table_metadata(frame: pl.DataFrame) -> dict:
     }
 
 
+def status_counts(source_files: pl.DataFrame) -> dict[str, int]:
+    """``files_ok``, ``files_empty``, ``files_rejected``: how many files of each status."""
+    by_status = dict(source_files.group_by("status").len().iter_rows())
+    return {f"files_{status}": by_status.get(status, 0) for status in ("ok", "empty", "rejected")}
+
+
 def markdown_table(frame: pl.DataFrame) -> str:
     def cell(value) -> str:
         text = "" if value is None else str(value)

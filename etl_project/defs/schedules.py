@@ -28,6 +28,6 @@ def nightly_full_refresh(context: dg.ScheduleEvaluationContext, etl: EtlSettings
     launch.apply_plan(context.instance, plan)
     job = context.repository_def.get_job(ETL_JOB)
     return dg.RunRequest(
-        tags={**launch.range_tags(plan), "etl_project/trigger": "nightly_full_refresh"},
+        tags={**launch.range_tags(plan), launch.TRIGGER_TAG: "nightly_full_refresh"},
         asset_selection=None if plan.to_parse else launch.cross_file_assets(job),
     )

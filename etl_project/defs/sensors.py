@@ -25,7 +25,6 @@ from etl_project.defs.partitions import LANDING_FILES
 from etl_project.defs.resources import EtlSettings
 
 INTERVAL_ENV = "ETL_SENSOR_INTERVAL_SECONDS"
-TRIGGER_TAG = "etl_project/trigger"  # the run queue allows one run per trigger at a time
 SENSOR_TRIGGER = "landing_sensor"
 
 
@@ -76,7 +75,7 @@ def landing_sensor(context: dg.SensorEvaluationContext, etl: EtlSettings):
     job = context.repository_def.get_job(ETL_JOB)
     run = dg.RunRequest(
         run_key=_run_key(tick, plan),
-        tags={**launch.range_tags(plan), TRIGGER_TAG: SENSOR_TRIGGER},
+        tags={**launch.range_tags(plan), launch.TRIGGER_TAG: SENSOR_TRIGGER},
         asset_selection=None if plan.to_parse else launch.cross_file_assets(job),
     )
     context.log.info(
@@ -90,7 +89,7 @@ def landing_sensor(context: dg.SensorEvaluationContext, etl: EtlSettings):
 
 def _sensor_runs_in_flight(instance: dg.DagsterInstance) -> bool:
     in_flight = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
-    runs = instance.get_runs(dg.RunsFilter(statuses=in_flight, tags={TRIGGER_TAG: SENSOR_TRIGGER}), limit=1)
+    runs = instance.get_runs(dg.RunsFilter(statuses=in_flight, tags={launch.TRIGGER_TAG: SENSOR_TRIGGER}), limit=1)
     return bool(runs)
 
 

@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from etl_project.enrich import links as enrich_links
+from etl_project.enrich import names as enrich_names
+from etl_project.enrich import topics as enrich_topics
 from etl_project.ingest import non_whitespace_chars
 
 ERROR = "ERROR"
@@ -193,10 +196,6 @@ SOURCE_OVERLAP = Suite("source_overlap", (
 
 
 # --- enrichment: papers.abstract_plain, paper_links, paper_names, paper_topics ---------------
-
-from etl_project.enrich import links as enrich_links  # noqa: E402  (kept with its section)
-from etl_project.enrich import names as enrich_names  # noqa: E402
-from etl_project.enrich import topics as enrich_topics  # noqa: E402
 
 PAPERS_PLAIN_TEXT = Suite("papers_plain_text", (
     Rule("ExpectColumnValuesToNotBeNull", {"column": "plain_chars"}),
