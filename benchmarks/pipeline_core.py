@@ -1,0 +1,91 @@
+"""This project's pipeline core, in process and without Dagster: every stage function the assets
+call, in the asset graph's order, with each stage's wall time.
+
+    python benchmarks/pipeline_core.py LANDING WAREHOUSE [--exact-only] [--no-enrich] [--no-validate]
+
+Prints one JSON object: ``{"stages": {stage: seconds}, "rows": {table: rows}}``. Run it as a child
+process to read its peak RSS (pipeline_bench.py does).
+"""
+
+import argparse
+import json
+import os
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import polars as pl
+
+from etl_project import dedup, ingest, integrity, publish
+from etl_project.enrich import links, names, topics
+from etl_project.enrich.markup import plain_text
+from etl_project.near_dedup import NearConfig
+from etl_project.quality import suites
+from etl_project.quality.runner import run_suite
+
+
+def run_core(landing: Path, warehouse: Path, near: bool = True, enrich: bool = True, validate: bool = True) -> dict:
+    stages: dict[str, float] = {}
+
+    @contextmanager
+    def stage(name: str):
+        started = time.perf_counter()
+        yield
+        stages[name] = stages.get(name, 0.0) + time.perf_counter() - started
+
+    def check(suite, frame: pl.DataFrame) -> None:
+        if validate:
+            with stage("validate"):
+                result = run_suite(suite, frame)
+                if not result.passed:
+                    raise RuntimeError(f"{suite.name} failed: {[r.rule.describe() for r in result.failed]}")
+
+    with stage("read"):
+        files = [ingest.read_landing_file(path, landing) for path in ingest.list_landing_files(landing)]
+    with stage("parse"):
+        tables = ingest.file_tables(files)
+        del files
+    raw, records = tables["raw_records"], tables["records"]
+    check(suites.SOURCE_FILES, suites.source_files_frame(tables["source_files"], raw, tables["rejected_records"]))
+    check(suites.RAW_RECORDS, suites.raw_records_frame(raw))
+    check(suites.records_suite(raw.height), suites.records_frame(records))
+    with stage("dedup"):
+        papers, occurrences = dedup.deduplicate(records, NearConfig() if near else None)
+        papers = papers.with_columns(abstract_plain=plain_text(pl.col("abstract")))
+        tables |= {"papers": papers, "paper_occurrences": occurrences, "source_overlap": dedup.source_overlap(occurrences)}
+    check(suites.PAPERS, suites.papers_frame(papers))
+    check(suites.PAPER_OCCURRENCES, suites.paper_occurrences_frame(occurrences, raw, papers))
+    check(suites.SOURCE_OVERLAP, tables["source_overlap"])
+    if enrich:
+        with stage("enrich"):
+            tables["paper_links"] = links.extract_links(dedup.variant_texts(papers, occurrences, records))
+            tables["paper_names"] = names.extract_names(papers)
+            taxonomy = topics.load_taxonomy()
+            tables["paper_topics"] = topics.tag_topics(papers, taxonomy)
+        check(suites.PAPERS_PLAIN_TEXT, suites.papers_plain_text_frame(papers))
+        check(suites.PAPER_LINKS, suites.paper_links_frame(tables["paper_links"], papers))
+        check(suites.PAPER_NAMES, suites.paper_names_frame(tables["paper_names"], papers))
+        check(suites.paper_topics_suite(taxonomy.topic_ids()), suites.paper_topics_frame(tables["paper_topics"], papers))
+    with stage("publish"):
+        problems = integrity.cross_table_problems(tables)
+        if problems:
+            raise RuntimeError("; ".join(problems))
+        publish.publish(tables, warehouse, publish.new_release_id())
+    return {"stages": stages, "rows": {name: frame.height for name, frame in tables.items()}}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("landing", type=Path)
+    parser.add_argument("warehouse", type=Path)
+    parser.add_argument("--exact-only", action="store_true", help="no near-duplicate matching")
+    parser.add_argument("--no-enrich", action="store_true", help="no links, names, topics or search index")
+    parser.add_argument("--no-validate", action="store_true", help="skip the Great Expectations suites")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    result = run_core(args.landing, args.warehouse, near=not args.exact_only, enrich=not args.no_enrich, validate=not args.no_validate)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
