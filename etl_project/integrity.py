@@ -6,23 +6,31 @@ their latest materializations, made by other runs: these cheap joins make sure t
 describe the same records, and the publish step refuses when they do not.
 """
 
+from collections.abc import Mapping
+
 import polars as pl
 
 
-def cross_table_problems(tables: dict[str, pl.DataFrame]) -> list[str]:
-    """What does not line up between the tables about to be published; empty when all is well."""
+def cross_table_problems(tables: Mapping[str, pl.DataFrame | pl.LazyFrame]) -> list[str]:
+    """What does not line up between the tables about to be published; empty when all is well.
+    Reads only the id columns (scans are not loaded whole)."""
+
+    def column(table: str, name: str) -> pl.Series:
+        return tables[table].lazy().select(name).collect().to_series()
+
     problems = []
-    files = tables["source_files"].select("source_file", "record_count")
-    per_file = tables["raw_records"].group_by("source_file").agg(found=pl.len())
+    files = tables["source_files"].lazy().select("source_file", "record_count")
+    per_file = tables["raw_records"].lazy().group_by("source_file").agg(found=pl.len())
     mismatch = files.join(per_file, on="source_file", how="full", coalesce=True).filter(
         pl.col("record_count").fill_null(-1) != pl.col("found").fill_null(0)
-    )
+    ).collect()
     if mismatch.height:
         problems.append(f"raw_records disagree with source_files for {_sample(mismatch['source_file'])}")
+    record_ids = column("raw_records", "record_id")
     for name in ("records", "paper_occurrences"):
-        if _differ(tables["raw_records"]["record_id"], tables[name]["record_id"]):
+        if _differ(record_ids, column(name, "record_id")):
             problems.append(f"{name} does not hold exactly the raw records' record_ids")
-    if _differ(tables["papers"]["paper_id"], tables["paper_occurrences"]["paper_id"]):
+    if _differ(column("papers", "paper_id"), column("paper_occurrences", "paper_id")):
         problems.append("paper_occurrences and papers disagree on the set of paper_ids")
     return problems
 

@@ -35,12 +35,14 @@ import os
 import re
 import shutil
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 import duckdb
 import polars as pl
+import pyarrow.parquet as pq
 
 from etl_project import warehouse_sql
 
@@ -53,6 +55,8 @@ KEEP_RELEASES = 3
 WAIT_ENV = "ETL_PUBLISH_WAIT_SECONDS"
 DEFAULT_WAIT_SECONDS = 120.0
 _PARTIAL = ".partial"
+# Rows per Parquet row group and per DuckDB append: what a publish holds in memory at once.
+CHUNK_ROWS = 100_000
 
 
 @dataclass(frozen=True)
@@ -68,7 +72,7 @@ class PublishError(RuntimeError):
     """Publishing could not proceed; the message says why and what to do."""
 
 
-def publish(tables: dict[str, pl.DataFrame], warehouse: Path, release_id: str, wait_seconds: float | None = None) -> Release:
+def publish(tables: Mapping[str, pl.DataFrame | pl.LazyFrame], warehouse: Path, release_id: str, wait_seconds: float | None = None) -> Release:
     """Write ``tables`` as a new release of ``warehouse`` and switch readers to it atomically."""
     warehouse.mkdir(parents=True, exist_ok=True)
     releases = warehouse / RELEASES
@@ -80,10 +84,7 @@ def publish(tables: dict[str, pl.DataFrame], warehouse: Path, release_id: str, w
         notes = _remove_partials(releases)
         partial = releases / f"{release_id}{_PARTIAL}"
         (partial / "parquet").mkdir(parents=True)
-        for name, frame in tables.items():
-            frame.write_parquet(partial / "parquet" / f"{name}.parquet", compression="zstd")
-        _write_duckdb(tables, partial / DUCKDB_FILE)
-        row_counts = {name: frame.height for name, frame in tables.items()}
+        row_counts = _write_release(tables, partial)
         manifest = {
             "release_id": release_id,
             "published_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -101,15 +102,40 @@ def publish(tables: dict[str, pl.DataFrame], warehouse: Path, release_id: str, w
     return Release(release_id, warehouse / DUCKDB_FILE, warehouse / PARQUET_LINK, row_counts, notes)
 
 
-def _write_duckdb(tables: dict[str, pl.DataFrame], path: Path) -> None:
-    with duckdb.connect(str(path)) as con:
-        for name, frame in tables.items():
-            arrow = frame.to_arrow()  # zero-copy hand-over to DuckDB
-            con.register("incoming", arrow)
-            con.execute(f"CREATE TABLE {_quote(name)} AS SELECT * FROM incoming")
-            con.unregister("incoming")
+def _write_release(tables: Mapping[str, pl.DataFrame | pl.LazyFrame], partial: Path) -> dict[str, int]:
+    """Every table into ``partial``'s Parquet folder and DuckDB file, then the analysis layer;
+    returns the row counts."""
+    with duckdb.connect(str(partial / DUCKDB_FILE)) as con:
+        row_counts = {
+            name: _write_table(con, name, frame.lazy(), partial / "parquet" / f"{name}.parquet")
+            for name, frame in tables.items()
+        }
         warehouse_sql.create_analysis_layer(con)  # search index, macro and views, inside this release
         con.execute("CHECKPOINT")
+    return row_counts
+
+
+def _write_table(con: duckdb.DuckDBPyConnection, name: str, frame: pl.LazyFrame, path: Path) -> int:
+    """One table, ``CHUNK_ROWS`` rows at a time, so memory holds a chunk rather than the table
+    (the stage hands over Parquet scans): each chunk becomes a zstd Parquet row group and is
+    appended to DuckDB from the same Arrow buffers, without a copy. Returns the row count."""
+    rows = frame.select(pl.len()).collect().item()
+    writer = None
+    try:
+        for offset in range(0, max(rows, 1), CHUNK_ROWS):  # an empty table still gets its schema
+            chunk = frame.slice(offset, CHUNK_ROWS).collect().to_arrow()
+            if writer is None:
+                writer = pq.ParquetWriter(path, chunk.schema, compression="zstd")
+                con.register("incoming", chunk.slice(0, 0))
+                con.execute(f"CREATE TABLE {_quote(name)} AS SELECT * FROM incoming")
+            writer.write_table(chunk, row_group_size=CHUNK_ROWS)
+            con.register("incoming", chunk)
+            con.execute(f"INSERT INTO {_quote(name)} SELECT * FROM incoming")
+        con.unregister("incoming")
+    finally:
+        if writer is not None:
+            writer.close()
+    return rows
 
 
 def _quote(identifier: str) -> str:

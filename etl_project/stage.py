@@ -20,7 +20,7 @@ from pathlib import Path
 import polars as pl
 import xxhash
 
-from etl_project import ingest
+from etl_project import ingest, landing
 
 STAGE = ".stage"
 RUNS = "runs"
@@ -47,10 +47,14 @@ def run_path(warehouse: Path, run_id: str, asset: str) -> Path:
     return warehouse / STAGE / RUNS / run_id / f"{asset}.parquet"
 
 
-def write(frame: pl.DataFrame, path: Path) -> None:
+def write(frame: pl.DataFrame | pl.LazyFrame, path: Path) -> None:
+    """Stage one frame; a LazyFrame is streamed to disk, never held whole in memory."""
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
-    frame.write_parquet(partial, compression="lz4")  # fast to write and read; never published
+    if isinstance(frame, pl.LazyFrame):
+        frame.sink_parquet(partial, compression="lz4")  # fast to write and read; never published
+    else:
+        frame.write_parquet(partial, compression="lz4")
     partial.replace(path)
 
 
@@ -59,8 +63,10 @@ def write_partition(warehouse: Path, asset: str, key: str, tables: dict[str, pl.
         write(frame, partition_path(warehouse, asset, table, key))
 
 
-def read_partitions(warehouse: Path, asset: str, keys: list[str]) -> dict[str, pl.DataFrame]:
-    """Each table of the per-file asset, all partitions stacked in key order.
+def scan_partitions(warehouse: Path, asset: str, keys: list[str]) -> dict[str, pl.LazyFrame]:
+    """Each table of the per-file asset, all partitions stacked lazily in the order of their
+    ``source_file`` (code point order, as Polars sorts strings): each file's rows are already in
+    order, so the stack is sorted without a sort that would hold every row in memory.
 
     Raises FileNotFoundError naming the partitions that were never materialized.
     """
@@ -68,17 +74,18 @@ def read_partitions(warehouse: Path, asset: str, keys: list[str]) -> dict[str, p
     tables = sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
     if not tables:
         raise FileNotFoundError(f"no partition of {asset!r} was ever materialized in {warehouse}")
+    ordered = sorted(keys, key=lambda key: ingest.source_file_name(landing.file_name(key)))
     stacked = {}
     for table in tables:
-        paths = [partition_path(warehouse, asset, table, key) for key in keys]
-        missing = [key for key, path in zip(keys, paths) if not path.exists()]
+        paths = [partition_path(warehouse, asset, table, key) for key in ordered]
+        missing = [key for key, path in zip(ordered, paths) if not path.exists()]
         if missing:
             shown = ", ".join(repr(k) for k in missing[:5]) + (" ..." if len(missing) > 5 else "")
             raise FileNotFoundError(
                 f"{len(missing)} partition(s) of {asset!r} were never materialized: {shown}; "
                 "materialize them (or run a full refresh) before the cross-file assets"
             )
-        stacked[table] = pl.read_parquet(paths)
+        stacked[table] = pl.scan_parquet(paths)
     return stacked
 
 

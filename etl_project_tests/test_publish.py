@@ -185,15 +185,15 @@ CRASHING_PUBLISH = textwrap.dedent("""
     point = sys.argv[2]
     def die(*args, **kwargs):
         os.kill(os.getpid(), signal.SIGKILL)
-    real_write, real_replace, real_point = pl.DataFrame.write_parquet, os.replace, publish.point_link
+    real_write, real_replace, real_point = publish._write_table, os.replace, publish.point_link
     if point == "parquet":  # after the first table's file
         written = []
-        def write_then_die(self, *a, **k):
-            real_write(self, *a, **k); written.append(1)
+        def write_then_die(*a, **k):
+            real_write(*a, **k); written.append(1)
             if len(written) == 2: die()
-        pl.DataFrame.write_parquet = write_then_die
-    elif point == "duckdb":
-        publish._write_duckdb = die
+        publish._write_table = write_then_die
+    elif point == "duckdb":  # every table written, the analysis layer not yet
+        publish.warehouse_sql.create_analysis_layer = die
     elif point == "renamed":  # the release is complete in .releases/ but not switched to
         def point_or_die(link, target, replace_file=False):
             if link.name == "current": die()

@@ -1,5 +1,8 @@
 """Assets: each one calls a stage function and describes its output for the UI."""
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import dagster as dg
 import polars as pl
 
@@ -18,6 +21,8 @@ PUBLISHED_TABLES = (
 # Per-partition metadata costs Dagster a lookup of every partition per call: give it to the runs
 # of a few files (what the sensor launches), not to a full refresh of thousands.
 PER_PARTITION_METADATA_LIMIT = 50
+# Landing bytes parsed together in one batch of parsed_files: bounds its memory at about ten times this.
+BATCH_BYTES = 64 << 20
 
 
 @dg.asset(
@@ -28,39 +33,66 @@ PER_PARTITION_METADATA_LIMIT = 50
     backfill_policy=ONE_RUN_PER_BATCH,
     pool=WAREHOUSE_POOL,
 )
-def parsed_files(context: dg.AssetExecutionContext, etl: EtlSettings) -> dg.Output[dict]:
+def parsed_files(context: dg.AssetExecutionContext, etl: EtlSettings) -> dg.Output[None]:
     """Each landing file (one partition per file) read, decoded, split into title and paragraphs,
     and its paragraphs normalized; kept per file so a run parses only new and changed files.
-    A file that cannot be read becomes a 'rejected' row with the reason, never a failed step."""
+    A file that cannot be read becomes a 'rejected' row with the reason, never a failed step.
+    Files are parsed in batches of about BATCH_BYTES, each staged before the next is read, so a
+    run of any number of files holds one batch in memory."""
     launch.tag_run_with_process(context)
-    paths = {key: etl.seeds / landing.file_name(key) for key in context.partition_keys}
-    files = [ingest.read_landing_file(path, etl.seeds, etl.max_file_bytes) for path in paths.values()]
-    names = {key: file.source_file for key, file in zip(paths, files)}  # as the tables name them
-    tables = ingest.file_tables(files, etl.max_record_chars)
-    refused = tables["source_files"].filter(pl.col("status") == "rejected")
+    keys = list(context.partition_keys)
+    summaries = []
+    for batch in _batches(keys, etl.seeds, BATCH_BYTES):
+        files = [ingest.read_landing_file(etl.seeds / landing.file_name(key), etl.seeds, etl.max_file_bytes) for key in batch]
+        names = {key: file.source_file for key, file in zip(batch, files)}  # as the tables name them
+        tables = ingest.file_tables(files, etl.max_record_chars)
+        del files
+        for key, per_file in split_by_file(tables, names).items():
+            stage.write_partition(etl.warehouse, launch.PER_FILE_ASSET, key, per_file)
+        summaries.append((names, tables["source_files"], tables["rejected_records"].height))
+    source_files = pl.concat([files for _, files, _ in summaries]) if summaries else ingest.file_tables([])["source_files"]
+    refused = source_files.filter(pl.col("status") == "rejected")
     for row in refused.iter_rows(named=True):
         context.log.warning(f"refused {row['source_file']!r}: {row['error']}")
-    if len(names) <= PER_PARTITION_METADATA_LIMIT:
-        rows = {row["source_file"]: row for row in tables["source_files"].iter_rows(named=True)}
-        for key, name in names.items():
-            row = rows[name]
-            context.add_asset_metadata(
-                {"source_file": name, "sha256": row["sha256"] or "", "status": row["status"],
-                 "encoding": row["encoding"] or "", "error": row["error"] or "",
-                 "records": row["record_count"], "rejected_records": row["rejected_count"]},
-                partition_key=key,
-            )
+    if len(keys) <= PER_PARTITION_METADATA_LIMIT:
+        rows = {row["source_file"]: row for row in source_files.iter_rows(named=True)}
+        for names, _, _ in summaries:
+            for key, name in names.items():
+                row = rows[name]
+                context.add_asset_metadata(
+                    {"source_file": name, "sha256": row["sha256"] or "", "status": row["status"],
+                     "encoding": row["encoding"] or "", "error": row["error"] or "",
+                     "records": row["record_count"], "rejected_records": row["rejected_count"]},
+                    partition_key=key,
+                )
     return dg.Output(
-        split_by_file(tables, names),
+        None,  # the partitions are staged above, batch by batch
         metadata={
-            "files_in_run": len(names),
-            **status_counts(tables["source_files"]),
-            "records_in_run": tables["raw_records"].height,
-            "rejected_records_in_run": tables["rejected_records"].height,
+            "files_in_run": len(keys),
+            **status_counts(source_files),
+            "records_in_run": int(source_files["record_count"].sum()),
+            "rejected_records_in_run": sum(rejected for _, _, rejected in summaries),
             "refused": dg.MetadataValue.md(markdown_table(refused.select("source_file", "error"))),
             "landing_folder": dg.MetadataValue.path(str(etl.seeds)),
         },
     )
+
+
+def _batches(keys: list[str], seeds: Path, batch_bytes: int) -> Iterator[list[str]]:
+    """``keys`` in runs of files totalling about ``batch_bytes`` (a file that cannot be stat'ed
+    counts as empty here; reading it reports why)."""
+    batch, size = [], 0
+    for key in keys:
+        try:
+            size += (seeds / landing.file_name(key)).stat().st_size
+        except OSError:
+            pass
+        batch.append(key)
+        if size >= batch_bytes:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
 
 
 def split_by_file(tables: dict[str, pl.DataFrame], names: dict[str, str]) -> dict[str, dict[str, pl.DataFrame]]:
@@ -100,18 +132,17 @@ def split_by_file(tables: dict[str, pl.DataFrame], names: dict[str, str]) -> dic
     },
     pool=WAREHOUSE_POOL,
 )
-def landing_tables(parsed_files: dict[str, pl.DataFrame]):
+def landing_tables(parsed_files: dict[str, pl.LazyFrame]):
     """Every file's tables, from every partition of parsed_files (the files this run did not
     parse come from earlier runs), stacked into one table each, in file and paragraph order
-    whatever the order of the partitions."""
+    (the stage scans the partitions in file order), streamed from stage to stage."""
     for table in ("source_files", "raw_records", "rejected_records", "records"):
         frame = parsed_files[table]
-        frame = frame.sort("source_file", *(["ordinal"] if "ordinal" in frame.columns else []))
         metadata = table_metadata(frame)
         if table == "source_files":
-            metadata |= status_counts(frame)
+            metadata |= status_counts(frame.collect())
         elif table == "rejected_records":
-            metadata["by_reason"] = dg.MetadataValue.md(markdown_table(frame.group_by("reason").len().sort("reason")))
+            metadata["by_reason"] = dg.MetadataValue.md(markdown_table(frame.group_by("reason").len().sort("reason").collect()))
         yield dg.Output(frame, table, metadata=metadata)
 
 
@@ -133,7 +164,7 @@ def landing_tables(parsed_files: dict[str, pl.DataFrame]):
     group_name="transform",
     pool=WAREHOUSE_POOL,
 )
-def deduplicated(context: dg.AssetExecutionContext, etl: EtlSettings, records: pl.DataFrame):
+def deduplicated(context: dg.AssetExecutionContext, etl: EtlSettings, records: pl.LazyFrame):
     """Exact, then near-duplicate deduplication of records into papers (etl_project.near_dedup;
     the etl resource's near_duplicates and near_threshold settings)."""
     launch.tag_run_with_process(context)
@@ -172,10 +203,10 @@ def source_overlap(paper_occurrences: pl.DataFrame) -> dg.Output[pl.DataFrame]:
     group_name="publish",
     kinds={"duckdb", "parquet"},
     owners=OWNERS,
-    ins={name: dg.AssetIn(name) for name in PUBLISHED_TABLES},
+    ins={name: dg.AssetIn(name, dagster_type=pl.LazyFrame) for name in PUBLISHED_TABLES},
     pool=WAREHOUSE_POOL,
 )
-def warehouse(context: dg.AssetExecutionContext, etl: EtlSettings, **tables: pl.DataFrame) -> dg.MaterializeResult:
+def warehouse(context: dg.AssetExecutionContext, etl: EtlSettings, **tables: pl.LazyFrame) -> dg.MaterializeResult:
     """Publish every table as zstd Parquet (warehouse/parquet/) and into warehouse/warehouse.duckdb,
     atomically: readers see the previous release or this one. Runs only when no blocking check
     failed. Every table comes from this run's own stage, so concurrent runs cannot mix; tables
@@ -191,14 +222,15 @@ def warehouse(context: dg.AssetExecutionContext, etl: EtlSettings, **tables: pl.
     current = context.instance.get_dynamic_partitions(LANDING_FILES.name)
     removed = stage.prune_partitions(etl.warehouse, launch.PER_FILE_ASSET, current)
     pruned_runs = stage.prune_runs(etl.warehouse, _still_needed(context))
-    refused = tables["source_files"].filter(pl.col("status") == "rejected").select("source_file", "error")
+    source_files = tables["source_files"].collect()
+    refused = source_files.filter(pl.col("status") == "rejected").select("source_file", "error")
     return dg.MaterializeResult(
         metadata={
             "release_id": release.release_id,
             "duckdb": dg.MetadataValue.path(str(release.duckdb_path)),
             "parquet": dg.MetadataValue.path(str(release.parquet_dir)),
             **{f"rows/{name}": count for name, count in release.row_counts.items()},
-            **status_counts(tables["source_files"]),
+            **status_counts(source_files),
             "refused": dg.MetadataValue.md(markdown_table(refused)),
             "stage_files_pruned": removed,
             "stage_runs_pruned": pruned_runs,

@@ -9,13 +9,15 @@ PREVIEW_ROWS = 5
 PREVIEW_CELL_CHARS = 80
 
 
-def table_metadata(frame: pl.DataFrame) -> dict:
+def table_metadata(frame: pl.DataFrame | pl.LazyFrame) -> dict:
+    """For a LazyFrame (a scan of staged Parquet) only the count and the first rows are read."""
+    lazy = frame.lazy()
     return {
-        "dagster/row_count": frame.height,
+        "dagster/row_count": lazy.select(pl.len()).collect().item(),
         "dagster/column_schema": dg.TableSchema(
-            columns=[dg.TableColumn(name, str(dtype)) for name, dtype in frame.schema.items()]
+            columns=[dg.TableColumn(name, str(dtype)) for name, dtype in lazy.collect_schema().items()]
         ),
-        "preview": dg.MetadataValue.md(markdown_table(frame.head(PREVIEW_ROWS))),
+        "preview": dg.MetadataValue.md(markdown_table(lazy.head(PREVIEW_ROWS).collect())),
     }
 
 

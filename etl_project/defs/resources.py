@@ -45,24 +45,27 @@ class EtlSettings(dg.ConfigurableResource):
 
 
 class StageIOManager(dg.ConfigurableIOManager):
-    """Keeps each asset's value in the stage (see etl_project.stage). A per-file asset returns
-    ``{partition_key: {table: frame}}``; downstream, it loads as ``{table: all files stacked}``."""
+    """Keeps each asset's value in the stage (see etl_project.stage). The per-file asset writes
+    its partitions itself, batch by batch (it returns None); downstream, it loads as
+    ``{table: all files stacked}``. An input annotated ``pl.LazyFrame`` is scanned rather than
+    read, and a LazyFrame output is streamed to disk: the big tables never sit whole in memory
+    in a step that only passes them on or reads a few columns."""
 
     etl: EtlSettings
 
     def handle_output(self, context: dg.OutputContext, obj) -> None:
+        if obj is None:
+            return
         asset = context.asset_key.to_user_string()
-        if context.has_asset_partitions:
-            for key, tables in obj.items():
-                stage.write_partition(self.etl.warehouse, asset, key, tables)
-        else:
-            stage.write(obj, stage.run_path(self.etl.warehouse, context.run_id, asset))
+        stage.write(obj, stage.run_path(self.etl.warehouse, context.run_id, asset))
 
     def load_input(self, context: dg.InputContext):
         asset = context.asset_key.to_user_string()
         if context.has_asset_partitions:
             keys = list(context.asset_partition_keys)
-            return stage.read_partitions(self.etl.warehouse, asset, keys) if keys else ingest.file_tables([])
+            if not keys:
+                return {table: frame.lazy() for table, frame in ingest.file_tables([]).items()}
+            return stage.scan_partitions(self.etl.warehouse, asset, keys)
         # What this run produced, else the asset's latest materialization (from another run).
         runs = [_producing_run(context)]
         latest = context.instance.get_latest_materialization_event(context.asset_key)
@@ -70,6 +73,8 @@ class StageIOManager(dg.ConfigurableIOManager):
         path = stage.existing(stage.run_path(self.etl.warehouse, run, asset) for run in runs if run)
         if path is None:
             raise FileNotFoundError(f"{asset!r} has no staged output in {self.etl.warehouse}: materialize it first")
+        if context.dagster_type.typing_type is pl.LazyFrame:
+            return pl.scan_parquet(path)
         return pl.read_parquet(path)
 
 
