@@ -55,49 +55,62 @@ def near_groups(keys: pl.Series, near: NearConfig | None = DEFAULT_NEAR) -> pl.D
     )
 
 
-def deduplicate(records: pl.DataFrame, near: NearConfig | None = DEFAULT_NEAR) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Exact then near dedup (``near=None``: exact only); returns ``(papers, paper_occurrences)``."""
-    ranked = (
+def deduplicate(records: pl.DataFrame | pl.LazyFrame, near: NearConfig | None = DEFAULT_NEAR) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Exact then near dedup (``near=None``: exact only); returns ``(papers, paper_occurrences)``.
+
+    Memory: only the ids and keys of all records are held; texts are read for canonical records
+    only (``records`` may be a scan of staged Parquet)."""
+    keys = (
         records.lazy()
+        .select("record_id", "source_file", "ordinal", "dedup_key")
         .sort("source_file", "ordinal")
         .with_row_index("position")
-        .with_columns(rank=pl.int_range(pl.len()).over("dedup_key"))
+        .with_columns(first=pl.col("position").min().over("dedup_key"))  # the key's earliest record
         .collect()
     )
-    groups = near_groups(ranked.filter(pl.col("rank") == 0)["dedup_key"], near)
-    with_ids = ranked.lazy().join(groups.lazy(), on="dedup_key", how="left").collect().lazy()
-    occurrences = (
-        with_ids.select(
-            "paper_id", "record_id", "source_file", "ordinal",
-            match_kind=pl.when(pl.col("near")).then(pl.lit("near"))
-            .when(pl.col("rank") == 0).then(pl.lit("canonical"))
-            .otherwise(pl.lit("exact")),
-            similarity=pl.col("similarity"),
-        )
-        .sort("source_file", "ordinal")
-        .collect()
+    representatives = keys.filter(pl.col("position") == pl.col("first"))
+    groups = near_groups(representatives["dedup_key"], near).select(
+        "paper_id", "similarity", "near", first=representatives["position"]
     )
-
-    def canonical(column: str) -> pl.Expr:
-        return pl.col(column).sort_by("position").first()
-
-    papers = (
-        with_ids.group_by("paper_id")
+    linked = keys.lazy().join(groups.lazy(), on="first", how="left", maintain_order="left")
+    occurrences = linked.select(
+        "paper_id", "record_id", "source_file", "ordinal",
+        match_kind=pl.when(pl.col("near")).then(pl.lit("near"))
+        .when(pl.col("position") == pl.col("first")).then(pl.lit("canonical"))
+        .otherwise(pl.lit("exact")),
+        similarity=pl.col("similarity"),
+    ).collect()
+    per_paper = (
+        linked.group_by("paper_id")
         .agg(
-            abstract=canonical("text"),
-            dedup_key=canonical("dedup_key"),
-            word_count=canonical("word_count"),
-            char_count=canonical("char_count"),
+            position=pl.col("position").min(),  # the canonical record: first by (source_file, ordinal)
             occurrence_count=pl.len().cast(pl.Int64),
             source_count=pl.col("source_file").n_unique().cast(pl.Int64),
-            variant_count=pl.col("dedup_key").n_unique().cast(pl.Int64),
-            first_source_file=canonical("source_file"),
-            first_ordinal=canonical("ordinal"),
-            canonical_record_id=canonical("record_id"),
+            variant_count=pl.col("first").n_unique().cast(pl.Int64),  # one first record per distinct key
             sources=pl.col("source_file").unique().sort(),
         )
-        .sort("first_source_file", "first_ordinal")
+        .join(
+            keys.lazy().select(
+                "position", "dedup_key", first_source_file="source_file", first_ordinal="ordinal", canonical_record_id="record_id"
+            ),
+            on="position",
+        )
         .collect()
+    )
+    del keys, linked
+    texts = (
+        records.lazy()
+        .select(canonical_record_id="record_id", abstract="text", word_count="word_count", char_count="char_count")
+        .join(per_paper.lazy().select("canonical_record_id"), on="canonical_record_id", how="semi")
+        .collect(engine="streaming")
+    )
+    papers = (
+        per_paper.join(texts, on="canonical_record_id")
+        .sort("first_source_file", "first_ordinal")
+        .select(
+            "paper_id", "abstract", "dedup_key", "word_count", "char_count", "occurrence_count", "source_count",
+            "variant_count", "first_source_file", "first_ordinal", "canonical_record_id", "sources",
+        )
     )
     return papers, occurrences
 

@@ -124,13 +124,13 @@ def _write_table(con: duckdb.DuckDBPyConnection, name: str, frame: pl.LazyFrame,
     try:
         for offset in range(0, max(rows, 1), CHUNK_ROWS):  # an empty table still gets its schema
             chunk = frame.slice(offset, CHUNK_ROWS).collect().to_arrow()
+            con.register("incoming", chunk)
             if writer is None:
                 writer = pq.ParquetWriter(path, chunk.schema, compression="zstd")
-                con.register("incoming", chunk.slice(0, 0))
                 con.execute(f"CREATE TABLE {_quote(name)} AS SELECT * FROM incoming")
+            else:
+                con.execute(f"INSERT INTO {_quote(name)} SELECT * FROM incoming")
             writer.write_table(chunk, row_group_size=CHUNK_ROWS)
-            con.register("incoming", chunk)
-            con.execute(f"INSERT INTO {_quote(name)} SELECT * FROM incoming")
         con.unregister("incoming")
     finally:
         if writer is not None:
