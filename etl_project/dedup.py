@@ -139,19 +139,24 @@ def source_overlap(occurrences: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def near_clusters_report(papers: pl.DataFrame, occurrences: pl.DataFrame, records: pl.DataFrame, samples: int = 5) -> dict:
+def near_clusters_report(
+    papers: pl.DataFrame | pl.LazyFrame, occurrences: pl.DataFrame | pl.LazyFrame, records: pl.DataFrame | pl.LazyFrame, samples: int = 5
+) -> dict:
     """What near matching merged, for a person to judge: cluster count, how many distinct texts
     (variants) the clusters hold, the similarity spread, and the ``samples`` least similar near
-    members beside their canonical record (the merges most worth a look)."""
-    clusters = papers.filter(pl.col("variant_count") > 1)
-    near = occurrences.filter(pl.col("match_kind") == "near")
+    members beside their canonical record (the merges most worth a look). Reads only what it
+    reports on: texts of the sampled records, not of every record."""
+    clusters = papers.lazy().filter(pl.col("variant_count") > 1).select("variant_count").collect()
+    near = occurrences.lazy().filter(pl.col("match_kind") == "near").collect()
     sizes = clusters.group_by(variants="variant_count").agg(clusters=pl.len().cast(pl.Int64)).sort("variants")
     weakest = (
-        near.sort("similarity", "source_file", "ordinal")
+        near.lazy()
+        .sort("similarity", "source_file", "ordinal")
         .unique("paper_id", keep="first", maintain_order=True)  # one sample per paper
         .head(samples)
-        .join(records.select("record_id", member_text="text"), on="record_id", how="left")
-        .join(papers.select("paper_id", "abstract", "canonical_record_id"), on="paper_id", how="left")
+        .join(records.lazy().select("record_id", member_text="text"), on="record_id", how="left")
+        .join(papers.lazy().select("paper_id", "abstract", "canonical_record_id"), on="paper_id", how="left")
+        .collect()
     )
     pairs = [
         {

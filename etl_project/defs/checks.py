@@ -124,7 +124,7 @@ MAX_NEAR_VARIANTS = 20
     asset="paper_occurrences", blocking=False, pool=WAREHOUSE_POOL,
     additional_ins={"papers": dg.AssetIn("papers"), "records": dg.AssetIn("records")},
 )
-def near_duplicate_clusters(paper_occurrences: pl.DataFrame, papers: pl.DataFrame, records: pl.DataFrame):
+def near_duplicate_clusters(paper_occurrences: pl.LazyFrame, papers: pl.LazyFrame, records: pl.LazyFrame):
     """What near matching merged: cluster count, sizes, similarity spread and the least similar
     merges beside their canonical text. Warns (does not block) when a cluster holds more than
     MAX_NEAR_VARIANTS distinct texts."""

@@ -17,8 +17,12 @@ def _share(part: int, whole: int) -> float:
     return round(part / whole, 4) if whole else 0.0
 
 
+def _count(frame: pl.LazyFrame) -> int:
+    return frame.select(pl.len()).collect().item()
+
+
 @dg.asset(group_name="enrich", kinds={"polars"}, owners=OWNERS, pool=WAREHOUSE_POOL)
-def paper_links(papers: pl.DataFrame, paper_occurrences: pl.DataFrame, records: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+def paper_links(papers: pl.LazyFrame, paper_occurrences: pl.LazyFrame, records: pl.LazyFrame) -> dg.Output[pl.DataFrame]:
     """Every URL in each paper's texts (the canonical abstract first, then its near-duplicate
     variants, which may carry a link the canonical lacks), trimmed as a linkifier would, with host,
     kind (code_repository, dataset, model, project_page, anonymous_review, ...) and, for GitHub,
@@ -31,14 +35,14 @@ def paper_links(papers: pl.DataFrame, paper_occurrences: pl.DataFrame, records: 
             **table_metadata(frame),
             "papers_with_links": frame["paper_id"].n_unique(),
             "papers_with_code": with_code,
-            "share_with_code": _share(with_code, papers.height),
+            "share_with_code": _share(with_code, _count(papers)),
             "by_kind": dg.MetadataValue.md(markdown_table(frame.group_by("kind").len().sort("len", "kind", descending=[True, False]))),
         },
     )
 
 
 @dg.asset(group_name="enrich", kinds={"polars"}, owners=OWNERS, pool=WAREHOUSE_POOL)
-def paper_names(papers: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+def paper_names(papers: pl.LazyFrame) -> dg.Output[pl.DataFrame]:
     """The names papers give the method, model, benchmark or dataset they introduce ("we propose
     X", "termed X", "X—short for ...", ...), with the pattern that found each and the evidence.
     Precision first: papers that introduce no name have no row. Rules: etl_project/enrich/names.py."""
@@ -49,14 +53,14 @@ def paper_names(papers: pl.DataFrame) -> dg.Output[pl.DataFrame]:
         metadata={
             **table_metadata(frame),
             "papers_named": named,
-            "share_named": _share(named, papers.height),
+            "share_named": _share(named, _count(papers)),
             "by_pattern": dg.MetadataValue.md(markdown_table(frame.group_by("pattern").len().sort("len", "pattern", descending=[True, False]))),
         },
     )
 
 
 @dg.asset(group_name="enrich", kinds={"polars"}, owners=OWNERS, pool=WAREHOUSE_POOL, code_version=f"taxonomy-{topics.taxonomy_version()}")
-def paper_topics(papers: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+def paper_topics(papers: pl.LazyFrame) -> dg.Output[pl.DataFrame]:
     """Each paper tagged with every topic of the taxonomy (etl_project/enrich/taxonomy.yaml, or
     $ETL_TAXONOMY) whose patterns its plain text matches, with the matched phrases; 'other' when
     none. The taxonomy is read on every run; its hash is this asset's code version, so an edited
