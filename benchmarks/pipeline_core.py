@@ -1,5 +1,6 @@
 """This project's pipeline core, in process and without Dagster: every stage function the assets
-call, in the asset graph's order, with each stage's wall time.
+call, in the asset graph's order, handing tables over as the Dagster run does (each staged as
+Parquet and read back as a scan, files parsed a batch at a time), with each stage's wall time.
 
     python benchmarks/pipeline_core.py LANDING WAREHOUSE [--exact-only] [--no-enrich] [--no-validate]
 
@@ -10,68 +11,95 @@ process to read its peak RSS (pipeline_bench.py does).
 import argparse
 import json
 import os
+import shutil
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
 import polars as pl
 
-from etl_project import dedup, ingest, integrity, publish
+from etl_project import dedup, ingest, integrity, publish, stage
 from etl_project.enrich import links, names, topics
 from etl_project.enrich.markup import plain_text
 from etl_project.near_dedup import NearConfig
 from etl_project.quality import suites
 from etl_project.quality.runner import run_suite
 
+LANDING_TABLES = ("source_files", "raw_records", "rejected_records", "records")
+
 
 def run_core(landing: Path, warehouse: Path, near: bool = True, enrich: bool = True, validate: bool = True) -> dict:
     stages: dict[str, float] = {}
+    staged = warehouse / ".stage" / "core"
+    shutil.rmtree(staged, ignore_errors=True)
 
     @contextmanager
-    def stage(name: str):
+    def timed(name: str):
         started = time.perf_counter()
         yield
         stages[name] = stages.get(name, 0.0) + time.perf_counter() - started
 
-    def check(suite, frame: pl.DataFrame) -> None:
+    def keep(name: str, frame: pl.DataFrame | pl.LazyFrame) -> pl.LazyFrame:
+        """Stage a table and hand back its scan, as the run's IO manager does."""
+        path = staged / f"{name}.parquet"
+        stage.write(frame, path)
+        return pl.scan_parquet(path)
+
+    def check(suite, frame) -> None:
         if validate:
-            with stage("validate"):
+            with timed("validate"):
                 result = run_suite(suite, frame)
                 if not result.passed:
                     raise RuntimeError(f"{suite.name} failed: {[r.rule.describe() for r in result.failed]}")
 
-    with stage("read"):
-        files = [ingest.read_landing_file(path, landing) for path in ingest.list_landing_files(landing)]
-    with stage("parse"):
-        tables = ingest.file_tables(files)
-        del files
+    with timed("parse"):
+        paths = ingest.list_landing_files(landing)
+        for number, batch in enumerate(_batches(paths, stage.BATCH_BYTES)):
+            files = [ingest.read_landing_file(path, landing) for path in batch]
+            for name, frame in ingest.file_tables(files).items():
+                stage.write(frame, staged / name / f"{number:06d}.parquet")
+        tables = {name: keep(name, pl.scan_parquet(staged / name / "*.parquet")) for name in LANDING_TABLES}
     raw, records = tables["raw_records"], tables["records"]
-    check(suites.SOURCE_FILES, suites.source_files_frame(tables["source_files"], raw, tables["rejected_records"]))
-    check(suites.RAW_RECORDS, suites.raw_records_frame(raw))
-    check(suites.records_suite(raw.height), suites.records_frame(records))
-    with stage("dedup"):
+    check(suites.SOURCE_FILES, suites.source_files_frame(tables["source_files"].collect(), raw.collect(), tables["rejected_records"].collect()))
+    check(suites.RAW_RECORDS, suites.raw_records_frame(raw.collect()))
+    check(suites.records_suite(raw.select(pl.len()).collect().item()), suites.records_frame(records.collect()))
+    with timed("dedup"):
         papers, occurrences = dedup.deduplicate(records, NearConfig() if near else None)
-        papers = papers.with_columns(abstract_plain=plain_text(pl.col("abstract")))
-        tables |= {"papers": papers, "paper_occurrences": occurrences, "source_overlap": dedup.source_overlap(occurrences)}
-    check(suites.PAPERS, suites.papers_frame(papers))
-    check(suites.PAPER_OCCURRENCES, suites.paper_occurrences_frame(occurrences, raw, papers))
-    check(suites.SOURCE_OVERLAP, tables["source_overlap"])
+        papers = keep("papers", papers.with_columns(abstract_plain=plain_text(pl.col("abstract"))))
+        occurrences = keep("paper_occurrences", occurrences)
+        tables |= {"papers": papers, "paper_occurrences": occurrences, "source_overlap": keep("source_overlap", dedup.source_overlap(occurrences.collect()))}
+    check(suites.PAPERS, suites.papers_frame(papers.collect()))
+    check(suites.PAPER_OCCURRENCES, suites.paper_occurrences_frame(occurrences.collect(), raw.collect(), papers.collect()))
+    check(suites.SOURCE_OVERLAP, tables["source_overlap"].collect())
     if enrich:
-        with stage("enrich"):
-            tables["paper_links"] = links.extract_links(dedup.variant_texts(papers, occurrences, records))
-            tables["paper_names"] = names.extract_names(papers)
+        with timed("enrich"):
+            tables["paper_links"] = keep("paper_links", links.extract_links(dedup.variant_texts(papers, occurrences, records)))
+            tables["paper_names"] = keep("paper_names", names.extract_names(papers))
             taxonomy = topics.load_taxonomy()
-            tables["paper_topics"] = topics.tag_topics(papers, taxonomy)
-        check(suites.PAPERS_PLAIN_TEXT, suites.papers_plain_text_frame(papers))
-        check(suites.PAPER_LINKS, suites.paper_links_frame(tables["paper_links"], papers))
-        check(suites.PAPER_NAMES, suites.paper_names_frame(tables["paper_names"], papers))
-        check(suites.paper_topics_suite(taxonomy.topic_ids()), suites.paper_topics_frame(tables["paper_topics"], papers))
-    with stage("publish"):
+            tables["paper_topics"] = keep("paper_topics", topics.tag_topics(papers, taxonomy))
+        check(suites.PAPERS_PLAIN_TEXT, suites.papers_plain_text_frame(papers.collect()))
+        check(suites.PAPER_LINKS, suites.paper_links_frame(tables["paper_links"].collect(), papers.collect()))
+        check(suites.PAPER_NAMES, suites.paper_names_frame(tables["paper_names"].collect(), papers.collect()))
+        check(suites.paper_topics_suite(taxonomy.topic_ids()), suites.paper_topics_frame(tables["paper_topics"].collect(), papers.collect()))
+    with timed("publish"):
         problems = integrity.cross_table_problems(tables)
         if problems:
             raise RuntimeError("; ".join(problems))
-        publish.publish(tables, warehouse, publish.new_release_id())
-    return {"stages": stages, "rows": {name: frame.height for name, frame in tables.items()}}
+        release = publish.publish(tables, warehouse, publish.new_release_id())
+    shutil.rmtree(staged, ignore_errors=True)
+    return {"stages": stages, "rows": release.row_counts}
+
+
+def _batches(paths: list[Path], batch_bytes: int):
+    batch, size = [], 0
+    for path in paths:
+        size += path.stat().st_size if path.is_file() else 0
+        batch.append(path)
+        if size >= batch_bytes:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
 
 
 def main(argv=None) -> None:

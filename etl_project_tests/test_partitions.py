@@ -4,7 +4,9 @@ from pathlib import Path
 
 import dagster as dg
 import duckdb
+import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from etl_project import landing, stage
 from etl_project.defs import launch
@@ -124,3 +126,30 @@ def test_tables_staged_by_another_version_of_the_code_are_parsed_again(seeds_cop
     assert materialize_all(seeds_copy, warehouse, instance).success
     assert not (warehouse / stage.STAGE / f"{launch.PER_FILE_ASSET}@0ldc0de0").exists()  # pruned
     assert count(warehouse, "SELECT count(*) FROM papers") == [(31,)]
+
+
+def test_batches_of_any_size_stage_and_publish_the_same_tables(tmp_path: Path, monkeypatch):
+    """parsed_files stages a batch of files at a time; one file per batch must publish exactly
+    what one batch of all files does (order included: the stack is read in file order)."""
+    landing_dir = tmp_path / "landing"
+    landing_dir.mkdir()
+    for name in ("b.txt", "a.txt", "sub/c.txt", "Z.txt", "é.txt"):
+        (landing_dir / name).parent.mkdir(exist_ok=True)
+        (landing_dir / name).write_text(paper_list(name, *ABSTRACTS[len(name) % 3:], ABSTRACTS[0]))
+    (landing_dir / "empty.txt").write_text("")
+    published = {}
+    for label, batch_bytes in (("one batch", 1 << 30), ("file by file", 1)):
+        monkeypatch.setattr(stage, "BATCH_BYTES", batch_bytes)
+        warehouse = tmp_path / label
+        assert materialize_all(landing_dir, warehouse).success
+        published[label] = {
+            table: pl.read_parquet(warehouse / "parquet" / f"{table}.parquet")
+            for table in ("source_files", "raw_records", "records", "papers", "paper_occurrences")
+        }
+    for table, frame in published["one batch"].items():
+        assert_frame_equal(frame, published["file by file"][table], check_exact=True)
+    files = published["one batch"]["source_files"]["source_file"].to_list()
+    assert files == sorted(files) and len(files) == 6
+    for table in ("raw_records", "records"):
+        frame = published["file by file"][table]
+        assert frame.height == 27 and frame.equals(frame.sort("source_file", "ordinal"))
