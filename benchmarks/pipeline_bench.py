@@ -310,7 +310,10 @@ def table(headers: list[str], rows: list[list]) -> str:
     """A markdown table, numbers right-aligned."""
     cells = [[str(c) for c in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
-    line = lambda row: "| " + " | ".join(c.rjust(w) for c, w in zip(row, widths)) + " |"  # noqa: E731
+
+    def line(row: list[str]) -> str:
+        return "| " + " | ".join(c.rjust(w) for c, w in zip(row, widths)) + " |"
+
     return "\n".join([line(headers), "|" + "|".join("-" * (w + 1) + ":" for w in widths) + "|", *map(line, cells)])
 
 
@@ -319,7 +322,11 @@ def fmt(value: float | None, digits: int = 2) -> str:
 
 
 def size_label(records: int) -> str:
-    return f"{records // 1_000_000}M" if records % 1_000_000 == 0 else f"{records // 1000}k" if records % 1000 == 0 else str(records)
+    """1000000 -> 1M, 10000 -> 10k."""
+    for unit, suffix in ((1_000_000, "M"), (1000, "k")):
+        if records % unit == 0:
+            return f"{records // unit}{suffix}"
+    return str(records)
 
 
 def print_variants(results: dict) -> None:
