@@ -24,6 +24,9 @@ from etl_project import ingest, landing
 
 STAGE = ".stage"
 RUNS = "runs"
+# Landing bytes parsed together before they are staged: bounds a parse step's memory at about ten
+# times this, whatever the number of files.
+BATCH_BYTES = 64 << 20
 
 
 @functools.cache

@@ -21,8 +21,6 @@ PUBLISHED_TABLES = (
 # Per-partition metadata costs Dagster a lookup of every partition per call: give it to the runs
 # of a few files (what the sensor launches), not to a full refresh of thousands.
 PER_PARTITION_METADATA_LIMIT = 50
-# Landing bytes parsed together in one batch of parsed_files: bounds its memory at about ten times this.
-BATCH_BYTES = 64 << 20
 
 
 @dg.asset(
@@ -37,12 +35,12 @@ def parsed_files(context: dg.AssetExecutionContext, etl: EtlSettings) -> dg.Outp
     """Each landing file (one partition per file) read, decoded, split into title and paragraphs,
     and its paragraphs normalized; kept per file so a run parses only new and changed files.
     A file that cannot be read becomes a 'rejected' row with the reason, never a failed step.
-    Files are parsed in batches of about BATCH_BYTES, each staged before the next is read, so a
+    Files are parsed in batches of about stage.BATCH_BYTES, each staged before the next is read, so a
     run of any number of files holds one batch in memory."""
     launch.tag_run_with_process(context)
     keys = list(context.partition_keys)
     summaries = []
-    for batch in _batches(keys, etl.seeds, BATCH_BYTES):
+    for batch in _batches(keys, etl.seeds, stage.BATCH_BYTES):
         files = [ingest.read_landing_file(etl.seeds / landing.file_name(key), etl.seeds, etl.max_file_bytes) for key in batch]
         names = {key: file.source_file for key, file in zip(batch, files)}  # as the tables name them
         tables = ingest.file_tables(files, etl.max_record_chars)
