@@ -86,16 +86,30 @@ def _fold_ascii(text: pl.Expr) -> pl.Expr:
     return text
 
 
+def _display_of_fast_text(raw: pl.Expr) -> pl.Expr:
+    """``display_text`` of a text of ASCII and inert characters: NFKC changes nothing there, and
+    the only invisible characters it can hold are ASCII controls."""
+    return raw.str.replace_all(_ASCII_INVISIBLE, "").str.replace_all(_UNFOLDED_WHITESPACE, " ").str.strip_chars()
+
+
+def _key_of_fast_display_text(text: pl.Expr) -> pl.Expr:
+    """``_key_of_display_text`` of a display text of ASCII and inert characters: folded and
+    lower-cased it stays NFKC-stable, with no invisible character or whitespace run, so the second
+    display pass is the identity."""
+    return _fold(text).str.to_lowercase()
+
+
 def normalize_records(raw_records: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
     """One row per raw record, in input order: ids and provenance, display ``text`` and its
     ``dedup_key`` (``display_text`` and ``dedup_key`` of ``raw_text``), character and word counts.
 
-    Each row gets only the work its characters need. Clean rows (printable ASCII and inert
-    characters, single spaces) are their own display text; other rows of ASCII and inert
-    characters only lose controls and have whitespace folded (NFKC changes nothing there); the
-    rest take the full definitions.
+    Each row gets only the work its characters need. A clean raw text (printable ASCII and inert
+    characters, single spaces, none at the ends) is its own display text; other raw texts of
+    ASCII and inert characters take ``_display_of_fast_text``; the rest the full definition. A
+    display text of ASCII and inert characters (most, even after NFKC: x² becomes x2) takes
+    ``_key_of_fast_display_text``; the rest the full definition.
     """
-    raw, text = pl.col("raw_text"), pl.col("text")
+    raw, text, fast = pl.col("raw_text"), pl.col("text"), pl.col("_fast")
     rows = (
         raw_records.lazy()
         .select("record_id", "source_file", "ordinal", "raw_text")
@@ -106,19 +120,15 @@ def normalize_records(raw_records: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
     clean = rows.filter("_clean")
     rest = rows.filter(~pl.col("_clean")).with_columns(_fast=~raw.str.contains(_NOT_FAST))
     del rows
-    # On ASCII and inert text lower-casing keeps the text NFKC-stable and free of invisible
-    # characters and whitespace runs: the key's second display pass is the identity there.
+    full = rest.filter(~fast).with_columns(text=display_text(raw)).with_columns(_fast=~text.str.contains(_NOT_FAST))
     parts = [
         clean.filter("_ascii").with_columns(text=raw, dedup_key=_fold_ascii(raw).str.to_lowercase()),
-        clean.filter(~pl.col("_ascii")).with_columns(text=raw, dedup_key=_fold(raw).str.to_lowercase()),
-        rest.filter("_fast")
-        .with_columns(text=raw.str.replace_all(_ASCII_INVISIBLE, "").str.replace_all(_UNFOLDED_WHITESPACE, " ").str.strip_chars())
-        .with_columns(dedup_key=_fold(text).str.to_lowercase()),
-        rest.filter(~pl.col("_fast"))
-        .with_columns(text=display_text(raw))
-        .with_columns(dedup_key=_key_of_display_text(text)),
+        clean.filter(~pl.col("_ascii")).with_columns(text=raw, dedup_key=_key_of_fast_display_text(raw)),
+        rest.filter(fast).with_columns(text=_display_of_fast_text(raw)).with_columns(dedup_key=_key_of_fast_display_text(text)),
+        full.filter(fast).with_columns(dedup_key=_key_of_fast_display_text(text)),
+        full.filter(~fast).with_columns(dedup_key=_key_of_display_text(text)),
     ]
-    del clean, rest
+    del clean, rest, full
     columns = ["_row", "record_id", "source_file", "ordinal", "text", "dedup_key"]
     merged = pl.concat([part.select(columns) for part in parts]).sort("_row")
     del parts
