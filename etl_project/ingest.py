@@ -339,10 +339,10 @@ def parse_files(files: list[LandedFile], max_record_chars: int = DEFAULT_MAX_REC
         .collect()
     )
     del lines
+    # In file and ordinal order, which is source_file and ordinal order.
     paragraphs = paragraphs.join(names, on="file", how="left", maintain_order="left")
     raw_records = (
         paragraphs.filter(pl.col("reason").is_null())
-        .sort("file", "ordinal")
         .select(
             record_id=record_id(pl.col("source_file"), pl.col("ordinal")),
             source_file="source_file", ordinal="ordinal",
@@ -351,7 +351,6 @@ def parse_files(files: list[LandedFile], max_record_chars: int = DEFAULT_MAX_REC
     )
     rejected = (
         paragraphs.filter(pl.col("reason").is_not_null())
-        .sort("file", "ordinal")
         .select("source_file", "ordinal", "line_start", "line_end", "reason", "raw_text")
     )
     counts = (
