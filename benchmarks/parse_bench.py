@@ -2,10 +2,11 @@
 ``normalize.normalize_records``, this working tree against the same code at a git revision.
 
 Every run is a fresh worker process that reads one corpus folder (``read_landing_file`` on every
-listed file), parses all of it (or batch by batch with ``--batch-mb``, as callers that bound
-their memory do) and normalizes the raw records. Per stage it reports wall and CPU (user + sys)
-seconds and the stage's peak resident set above the resident set just before it (peak reset
-through /proc/self/clear_refs), plus the worker's peak. Runs of the two versions are interleaved
+listed file), parses it and normalizes the raw records: all at once, or batch by batch with
+``--batch-mb`` as the pipeline does (each batch's tables dropped before the next batch is read).
+Per stage it reports wall and CPU (user + sys) seconds summed over batches, the stage's largest
+peak resident set above the resident set just before it (peak reset through
+/proc/self/clear_refs), and the worker's peak resident set, also as a ratio to the input size. Runs of the two versions are interleaved
 so that a noisy machine slows them alike; figures are medians over ``--runs``. CPU time is the
 figure to compare on a shared machine: wall time includes waiting for other processes.
 
@@ -78,32 +79,34 @@ def _batches(items: list, batch_bytes: int, size_of) -> list[list]:
 
 
 def worker(version: str, corpus: Path, batch_mb: int) -> None:
-    import polars as pl
-
     with tempfile.TemporaryDirectory() as tmp:
         if version == "current":
             from etl_project import ingest, normalize
         else:
             ingest, normalize = _load_revision(version, Path(tmp))
-        stages = {}
+        stages = {stage: {"wall": 0.0, "cpu": 0.0, "peak_mib": 0.0} for stage in STAGES}
 
         def measure(stage, run):
             Path("/proc/self/clear_refs").write_text("5")  # reset the peak RSS (VmHWM) to the current RSS
             before, wall, cpu = _rss_kib("VmRSS"), time.perf_counter(), _cpu()
             result = run()
-            stages[stage] = {"wall": time.perf_counter() - wall, "cpu": _cpu() - cpu,
-                             "peak_mib": (_rss_kib("VmHWM") - before) / 1024}
+            figures = stages[stage]
+            figures["wall"] += time.perf_counter() - wall
+            figures["cpu"] += _cpu() - cpu
+            figures["peak_mib"] = max(figures["peak_mib"], (_rss_kib("VmHWM") - before) / 1024)
             return result
 
-        files = measure("read", lambda: [ingest.read_landing_file(p, corpus) for p in ingest.list_landing_files(corpus)])
-        input_bytes = sum(f.size_bytes or 0 for f in files)
-        batches = _batches(files, batch_mb << 20, lambda landed: landed.size_bytes or 0)
-        del files
-        parsed = measure("parse", lambda: [ingest.parse_files(batch).raw_records for batch in batches])
-        del batches
-        records = measure("normalize", lambda: [normalize.normalize_records(raw) for raw in parsed])
-        count = sum(frame.height for frame in records)
-        assert count == sum(frame.height for frame in parsed) and isinstance(records[0], pl.DataFrame)
+        paths = ingest.list_landing_files(corpus)
+        input_bytes, count = sum(path.lstat().st_size for path in paths), 0
+        # Batch by batch as callers do: each batch's output is dropped before the next is read.
+        for batch in _batches(paths, batch_mb << 20, lambda path: path.lstat().st_size):
+            files = measure("read", lambda: [ingest.read_landing_file(path, corpus) for path in batch])
+            raw_records = measure("parse", lambda: ingest.parse_files(files).raw_records)
+            del files
+            records = measure("normalize", lambda: normalize.normalize_records(raw_records))
+            assert records.height == raw_records.height
+            count += records.height
+            del raw_records, records
     print(json.dumps({"stages": stages, "records": count, "input_mib": input_bytes / 2**20,
                       "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
