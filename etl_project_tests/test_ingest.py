@@ -1,10 +1,14 @@
 import codecs
 import os
 import random
+import re
 from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from etl_project import ingest, settings
 from etl_project_tests.conftest import SEEDS
@@ -360,3 +364,101 @@ def test_bundled_seeds():
     ]
     assert parsed.rejected_records.height == 0
     assert parsed.raw_records.filter(pl.col("raw_text").str.contains("\n")).height == 0
+
+
+# --- splitting against a plain reference ----------------------------------------------------
+
+# Unicode's White_Space (PropList.txt): what regex \s and strip_chars treat as whitespace. Python's
+# str.isspace differs (it counts U+001C..U+001F), so the reference spells it out.
+WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
+
+
+def test_blank_lines_use_unicode_white_space():
+    every = pl.DataFrame({"c": [chr(code) for code in range(0x110000) if not 0xD800 <= code <= 0xDFFF]})
+    blank = every.filter(pl.col("c").str.strip_chars() == "")["c"].to_list()
+    assert "".join(blank) == WHITE_SPACE
+    assert every.filter(~pl.col("c").str.contains(r"\S"))["c"].to_list() == blank
+
+
+def reference_parse(texts: dict[str, str], max_record_chars: int) -> tuple[list, list, list]:
+    """The splitting rules of the module docstring, line by line in plain Python."""
+    files, records, rejected = [], [], []
+    for name in sorted(texts):
+        text = texts[name]
+        title, paragraphs = None, []
+        current = None
+        for number, line in enumerate(text.split("\n"), start=1):
+            if not line.strip(WHITE_SPACE):
+                current = None
+            elif title is None:
+                title = line.strip(WHITE_SPACE)
+            elif current is None:
+                current = [number, number, [line]]
+                paragraphs.append(current)
+            else:
+                current[1] = number
+                current[2].append(line)
+        kept = 0
+        for ordinal, (start, end, lines) in enumerate(paragraphs, start=1):
+            raw = "\n".join(lines)
+            if re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f]", raw):
+                reason = "control characters in text"
+            elif "\ufffd" in raw:
+                reason = "holds U+FFFD: bytes that did not decode (here or in an earlier conversion)"
+            elif len(raw) > max_record_chars:
+                reason = f"longer than {max_record_chars} characters"
+            elif not any(c.isalnum() for c in raw):
+                reason = "no letters or digits"
+            else:
+                reason = None
+            if reason is None:
+                kept += 1
+                records.append((f"{name}:{ordinal}", name, ordinal, start, end, raw))
+            else:
+                rejected.append((name, ordinal, start, end, reason, raw))
+        non_whitespace = sum(c not in WHITE_SPACE for c in text)
+        status = "ok" if paragraphs else "empty"
+        files.append((name, title, kept, len(paragraphs) - kept, status, non_whitespace))
+    return files, records, rejected
+
+
+# Line breaks, every kind of blank, letters and digits (ASCII and not), controls (one of them,
+# U+0085, also whitespace), U+FFFD and punctuation: the characters the rules tell apart.
+LINE_ALPHABET = list("\n\n\n\n    \t\x0b\x0c\r\xa0\u3000\u2028\x85\x1c\x07\ufffd" "aZ7é中٣-.")
+
+
+@hypothesis_settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(st.text(alphabet="ab:é ", min_size=1, max_size=4), st.text(alphabet=st.sampled_from(LINE_ALPHABET), max_size=60), max_size=6),
+    st.integers(min_value=1, max_value=12),
+)
+def test_parse_files_matches_the_reference(texts: dict[str, str], max_record_chars: int):
+    parsed = ingest.parse_files([landed(name, text) for name, text in texts.items()], max_record_chars)
+    files, records, rejected = reference_parse(texts, max_record_chars)
+    columns = ("source_file", "title", "record_count", "rejected_count", "status", "decoded_chars")
+    assert parsed.source_files.select(columns).rows() == files
+    assert parsed.raw_records.rows() == records
+    assert parsed.rejected_records.rows() == rejected
+
+
+@hypothesis_settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("\r\n\ufeffa é中")) | st.characters(codec="utf-8", exclude_characters="\x00")))
+def test_utf8_text_is_cleaned_of_boms_and_carriage_returns(text: str):
+    expected = text.replace("\ufeff", "").replace("\r\n", "\n").replace("\r", "\n")
+    assert ingest.decode_bytes(text.encode("utf-8")).text == expected
+
+
+def test_file_that_grows_while_read_is_read_to_the_limit(tmp_path: Path, monkeypatch):
+    (tmp_path / "growing.txt").write_text(TEXT)
+    real_fstat = os.fstat
+
+    def smaller(fd):  # the size seen before reading: the file then grows by the rest of TEXT
+        info = real_fstat(fd)
+        return os.stat_result((info.st_mode, *info[1:6], 5, *info[7:10]))
+
+    monkeypatch.setattr(ingest.os, "fstat", smaller)
+    assert ingest.read_landing_file(tmp_path / "growing.txt", tmp_path).text == TEXT
+    size = len(TEXT.encode())
+    grown = ingest.read_landing_file(tmp_path / "growing.txt", tmp_path, max_file_bytes=size - 1)
+    assert (grown.text, grown.size_bytes) == (None, size)
+    assert grown.error.endswith("(it grew while being read)")
