@@ -31,6 +31,8 @@ terms holds the same rows (tests compare both builds on awkward texts).
 
 import importlib.util
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +46,11 @@ SEARCH_TABLE = f"{SEARCH_SCHEMA}.papers"
 FTS_SCHEMA = "fts_search_papers"  # named by the fts extension after the indexed table
 SNIPPET_CHARS = 140
 SNIPPET_LEAD = 40
+# The index build's sorts and aggregates spill to DuckDB's temp_directory (next to the database
+# file) beyond this: at a million papers the process then peaks at ~1.7 GB of RSS instead of
+# ~4 GB, and runs no slower. A connection with a lower limit keeps its own.
+BUILD_MEMORY_GIB = 1
+_BYTE_UNITS = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "PiB": 2**50}
 
 log = logging.getLogger(__name__)
 
@@ -341,7 +348,24 @@ def create_analysis_layer(con: duckdb.DuckDBPyConnection) -> list[str]:
             if problem:
                 log.warning("fts extension not installed for other DuckDB clients (%s); they need: %s", problem, load_statement())
             fts_loaded = True
-        for statement in obj.statements:
-            con.execute(statement)
+        with build_memory_limit(con) if obj.needs_fts else nullcontext():
+            for statement in obj.statements:
+                con.execute(statement)
         created.append(obj.name)
     return created
+
+
+@contextmanager
+def build_memory_limit(con: duckdb.DuckDBPyConnection, gib: float = BUILD_MEMORY_GIB) -> Iterator[None]:
+    """Lower ``con``'s memory limit to ``gib`` GiB for the duration, when it is higher; then put
+    the previous one back (as DuckDB shows it: to 0.1 of its unit)."""
+    previous = con.sql("SELECT current_setting('memory_limit')").fetchone()[0]
+    number, unit = previous.split()
+    if float(number) * _BYTE_UNITS[unit] <= gib * 2**30:
+        yield
+        return
+    con.execute(f"SET memory_limit = '{gib}GiB'")
+    try:
+        yield
+    finally:
+        con.execute(f"SET memory_limit = {_literal(previous)}")

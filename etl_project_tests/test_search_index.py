@@ -175,6 +175,23 @@ def test_the_index_is_rebuilt_in_place_and_dropped_by_the_extension(papers, tmp_
         assert con.sql(f"SELECT * FROM duckdb_schemas() WHERE schema_name = '{FTS}'").fetchall() == []
 
 
+def test_the_build_runs_under_a_lower_memory_limit_and_gives_the_connection_its_own_back(papers):
+    def limit(con) -> str:
+        return con.sql("SELECT current_setting('memory_limit')").fetchone()[0]
+
+    with _database(papers[:20]) as con:
+        con.execute("SET memory_limit = '4GiB'")
+        with warehouse_sql.build_memory_limit(con):
+            assert limit(con) == f"{warehouse_sql.BUILD_MEMORY_GIB:.1f} GiB"
+        assert limit(con) == "4.0 GiB"
+        warehouse_sql.create_analysis_layer(con)
+        assert limit(con) == "4.0 GiB"
+        con.execute("SET memory_limit = '300MiB'")  # already lower: left alone
+        with warehouse_sql.build_memory_limit(con):
+            assert limit(con) == "300.0 MiB"
+        assert limit(con) == "300.0 MiB"
+
+
 # Text made of what tokenizers trip on: spaces and other whitespace, the ignored punctuation and
 # digits, letters with and without case, combining marks, and characters that strip_accents turns
 # into punctuation (U+037E into ';', U+226E into '<' and a mark) or that lower maps oddly.
