@@ -1,13 +1,22 @@
 """Run a Suite with Great Expectations 1.x on a Polars frame, and render its Data Docs.
 
 GX costs seconds to import, so it is imported on first use, and one ephemeral context serves the
-whole process. GX validates pandas: only the columns a suite reads are converted.
+whole process; each suite's validation definition is registered once and reused while the suite
+is unchanged.
+
+GX validates pandas, so the frame is cut down at the boundary to what the rules need (see
+``gx_frame``): only the columns a suite reads, and a string column that only identity rules read
+(not null, unique, compound unique) as an exact integer code instead of its text, so GX never
+converts, hashes or factorizes long strings such as dedup keys. Samples of unexpected values are
+translated back to the original text.
 
 Data Docs: each validation is stored in the context (in memory) and its page rendered into a
-static site in the folder the caller gives (one per run: see etl_project/defs/checks.py).
+static site in the folder the caller gives (one per run: see etl_project/defs/checks.py). One
+site builder per folder is kept, so its page templates are compiled once per process.
 """
 
 import functools
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +26,13 @@ import polars as pl
 from etl_project.quality.suites import ERROR, WARN, Rule, Suite
 
 SAMPLE_SIZE = 5
+
+# Rules that only ask whether values are missing or equal to each other: any one-to-one,
+# null-preserving recoding of a column gives them the same verdict on the same rows.
+IDENTITY_RULES = frozenset({
+    "ExpectColumnValuesToNotBeNull", "ExpectColumnValuesToBeUnique", "ExpectCompoundColumnsToBeUnique",
+})
+_NULL_ONLY = frozenset({"ExpectColumnValuesToNotBeNull"})
 
 
 @dataclass(frozen=True)
@@ -58,7 +74,11 @@ def _gx():
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
+    from great_expectations.execution_engine import pandas_execution_engine
 
+    # GX labels each pandas batch under 1 GB with a hash of every cell ("pandas_data_fingerprint"),
+    # used for nothing else: at a million rows that hash was most of a suite's time. Off.
+    pandas_execution_engine.HASH_THRESHOLD = 0
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
     batch_definition = (
@@ -69,21 +89,15 @@ def _gx():
     return gx, context, batch_definition
 
 
-@functools.cache
-def _docs_site(docs_dir: Path) -> str:
-    """The context's site writing into ``docs_dir`` (added once per process and folder)."""
-    _, context, _ = _gx()
-    name = f"site_{len(context.list_data_docs_sites())}"
-    context.add_data_docs_site(name, {
-        "class_name": "SiteBuilder",
-        "show_how_to_buttons": False,
-        "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(docs_dir)},
-        "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
-    })
-    return name
+_validations: dict[str, tuple[Suite, object]] = {}
 
 
-def run_suite(suite: Suite, frame: pl.DataFrame, docs_dir: Path | None = None) -> SuiteResult:
+def _validation(suite: Suite):
+    """The GX validation definition of ``suite``: registered on first use and again only when the
+    suite's rules change (records and paper_topics suites carry run-dependent values)."""
+    known = _validations.get(suite.name)
+    if known and known[0] == suite:
+        return known[1]
     gx, context, batch_definition = _gx()
     gx_suite = gx.ExpectationSuite(name=suite.name)
     for index, rule in enumerate(suite.rules):
@@ -93,33 +107,105 @@ def run_suite(suite: Suite, frame: pl.DataFrame, docs_dir: Path | None = None) -
     validation = context.validation_definitions.add_or_update(
         gx.ValidationDefinition(name=suite.name, data=batch_definition, suite=gx_suite)
     )
+    _validations[suite.name] = (suite, validation)
+    return validation
+
+
+_ROW = "__gx_row_index__"
+
+
+def identity_code(column: str) -> pl.Expr:
+    """An exact integer stand-in for ``column``: null where it is null, else the row index of the
+    value's first occurrence, so equal values share a code and different values never do.
+    Needs the row index as column ``_ROW``.
+
+    Only rows whose 64-bit hash repeats are grouped by their text; every other value is unique
+    already (different hashes mean different values) and keeps its own row index.
+    """
+    value, row = pl.col(column), pl.col(_ROW)
+    repeated = value.hash().is_duplicated()
+    return (
+        pl.when(value.is_null()).then(None)
+        .when(repeated).then(row.first().over(pl.when(repeated).then(value)))
+        .otherwise(row)
+        .alias(column)
+    )
+
+
+def gx_frame(suite: Suite, frame: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+    """The frame GX validates: the suite's columns, with every string column that only identity
+    rules read recoded as integers (a column only checked for nulls keeps its row index).
+    Returns it and the names of the recoded columns (their codes are row indexes of ``frame``)."""
     columns = suite.columns() or frame.columns[:1]
+    exprs, coded = [], []
+    for column in columns:
+        kinds = {r.expectation for r in suite.rules if column in r.columns()}
+        if frame.schema[column] not in (pl.String, pl.Binary) or not kinds <= IDENTITY_RULES:
+            exprs.append(pl.col(column))
+            continue
+        coded.append(column)
+        if kinds <= _NULL_ONLY:
+            exprs.append(pl.when(pl.col(column).is_not_null()).then(pl.col(_ROW)).alias(column))
+        else:
+            exprs.append(identity_code(column))
+    return frame.lazy().with_row_index(_ROW).select(exprs).collect(), coded
+
+
+def run_suite(suite: Suite, frame: pl.DataFrame, docs_dir: Path | None = None) -> SuiteResult:
+    """Validate ``frame`` against ``suite`` with GX; with ``docs_dir``, also render the result's
+    Data Docs page and the site index there."""
+    validation = _validation(suite)
+    narrow, coded = gx_frame(suite, frame)
     outcome = validation.run(
-        batch_parameters={"dataframe": frame.select(columns).to_pandas()},
+        batch_parameters={"dataframe": narrow.to_pandas()},
         result_format={"result_format": "SUMMARY", "partial_unexpected_count": SAMPLE_SIZE},
     )
+    decode = functools.partial(_decode, {c: frame[c] for c in coded})
     by_index = {r.expectation_config.meta["rule_index"]: r for r in outcome.results}
-    results = [_rule_result(rule, by_index[i]) for i, rule in enumerate(suite.rules)]
+    results = [_rule_result(rule, by_index[i], decode) for i, rule in enumerate(suite.rules)]
     if docs_dir is None:
         return SuiteResult(suite, frame.height, results)
-    page, index = _render_docs(context, docs_dir, suite.name)
+    page, index = _render_docs(docs_dir, suite.name)
     return SuiteResult(suite, frame.height, results, page, index)
 
 
-def _render_docs(context, docs_dir: Path, suite_name: str) -> tuple[str | None, str | None]:
-    """Render the newest validation of ``suite_name`` (and the index) into the site."""
-    site = _docs_site(docs_dir.resolve())
+@functools.cache
+def _site_builder(docs_dir: Path):
+    """The Data Docs site builder writing into ``docs_dir``, with the site's static assets (one
+    per process and folder: its page templates are compiled once)."""
+    from great_expectations.render.renderer.site_builder import SiteBuilder
+
+    _, context, _ = _gx()
+    site = SiteBuilder(
+        data_context=context,
+        site_name="data_docs",
+        show_how_to_buttons=False,
+        store_backend={"class_name": "TupleFilesystemStoreBackend", "base_directory": str(docs_dir)},
+        site_index_builder={"class_name": "DefaultSiteIndexBuilder"},
+    )
+    site.target_store.copy_static_assets()
+    return site
+
+
+def _render_docs(docs_dir: Path, suite_name: str) -> tuple[str | None, str | None]:
+    """Render the newest validation of ``suite_name``, then the index, into the site.
+
+    What ``SiteBuilder.build`` does for one validation, less copying the static assets again
+    (about half its time on small tables) and less the suite and profiling sections."""
+    _, context, _ = _gx()
+    site = _site_builder(docs_dir.resolve())
     ours = [key for key in context.validation_results_store.list_keys()
             if key.expectation_suite_identifier.name == suite_name]
     newest = max(ours, key=lambda key: key.run_id.run_time)
-    index = context.build_data_docs(site_names=[site], resource_identifiers=[newest])[site]
-    pages = context.get_docs_sites_urls(resource_identifier=newest, site_name=site)
-    return (pages[0]["site_url"] if pages else None), index
+    site.site_section_builders["validations"].build(resource_identifiers=[newest])
+    site.site_index_builder.build()
+    return site.get_resource_url(resource_identifier=newest), site.get_resource_url(only_if_exists=False)
 
 
-def _rule_result(rule: Rule, result) -> RuleResult:
+def _rule_result(rule: Rule, result, decode) -> RuleResult:
     details = result.result or {}
     raised = result.exception_info.get("raised_exception") if result.exception_info else False
+    samples = details.get("partial_unexpected_list", [])[:SAMPLE_SIZE]
     return RuleResult(
         rule=rule,
         success=bool(result.success),
@@ -127,13 +213,28 @@ def _rule_result(rule: Rule, result) -> RuleResult:
         unexpected_count=details.get("unexpected_count"),
         unexpected_percent=details.get("unexpected_percent"),
         observed_value=details.get("observed_value"),
-        samples=[_plain(v) for v in details.get("partial_unexpected_list", [])[:SAMPLE_SIZE]],
+        samples=[_plain(decode(rule, v)) for v in samples],
         exception=result.exception_info.get("exception_message") if raised else None,
     )
 
 
+def _decode(originals: dict[str, pl.Series], rule: Rule, value):
+    """A sample as the original values: codes of recoded columns become their text again
+    (compound rules give one ``{column: value}`` dict per sample)."""
+    def original(column: str, v):
+        if column not in originals or v is None or (isinstance(v, float) and math.isnan(v)):
+            return v
+        return originals[column][int(v)]
+
+    if isinstance(value, dict):
+        return {column: original(column, v) for column, v in value.items()}
+    return original(rule.columns()[0], value) if rule.columns() else value
+
+
 def _plain(value):
-    """numpy scalars and tuples from GX, as JSON-friendly Python values."""
+    """numpy scalars, tuples and dicts from GX, as JSON-friendly Python values."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, (tuple, list)):
         return [_plain(v) for v in value]
     return value.item() if hasattr(value, "item") else value

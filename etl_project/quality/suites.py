@@ -214,10 +214,10 @@ def papers_plain_text_frame(papers: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _paper_exists(frame: pl.DataFrame, papers: pl.DataFrame) -> pl.DataFrame:
-    return frame.join(papers.select("paper_id", paper_exists=pl.lit(True)), on="paper_id", how="left").with_columns(
+def _paper_exists(frame: pl.LazyFrame, papers: pl.DataFrame) -> pl.DataFrame:
+    return frame.join(papers.lazy().select("paper_id", paper_exists=pl.lit(True)), on="paper_id", how="left").with_columns(
         pl.col("paper_exists").fill_null(False)
-    )
+    ).collect()
 
 
 PAPER_LINKS = Suite("paper_links", (
@@ -240,7 +240,7 @@ def paper_links_frame(paper_links: pl.DataFrame, papers: pl.DataFrame) -> pl.Dat
     forge_repo = pl.col("host").is_in(["github.com", "gitlab.com", "huggingface.co"]) & pl.col("kind").is_in(
         ["code_repository", "model", "dataset", "demo"]
     )
-    frame = paper_links.select(
+    frame = paper_links.lazy().select(
         "paper_id", "url", "link_rank", "kind", "host",
         trimmed=enrich_links.trim_url(url) == url,
         forge_repo_has_owner=~forge_repo | pl.col("owner").is_not_null() | pl.col("url").str.contains(r"^[a-z]+://[^/]+/?$"),
@@ -261,7 +261,8 @@ PAPER_NAMES = Suite("paper_names", (
 
 
 def paper_names_frame(paper_names: pl.DataFrame, papers: pl.DataFrame) -> pl.DataFrame:
-    with_abstract = paper_names.join(papers.select("paper_id", "abstract"), on="paper_id", how="left")
+    # Lazy: the abstracts are read for the containment test, not gathered into a joined copy.
+    with_abstract = paper_names.lazy().join(papers.lazy().select("paper_id", "abstract"), on="paper_id", how="left")
     frame = with_abstract.select(
         "paper_id", "name", "name_rank", "pattern",
         name_chars=pl.col("name").str.len_chars(),

@@ -1,0 +1,178 @@
+"""The Great Expectations runner: what GX is handed is cut down (columns a suite reads, string
+columns only identity rules read recoded as integers) without changing any verdict, count or sample."""
+
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from etl_project import dedup, ingest
+from etl_project.enrich import links, names, topics
+from etl_project.enrich.markup import plain_text
+from etl_project.quality import runner, suites
+from etl_project_tests.conftest import SEEDS
+
+
+@pytest.fixture(scope="module")
+def seed_frames(tmp_path_factory) -> dict[str, tuple[suites.Suite, pl.DataFrame]]:
+    """Every suite with the frame its asset check validates, built from the seeds and a copy of
+    each (four files, six overlapping pairs)."""
+    landing = tmp_path_factory.mktemp("landing")
+    for seed in SEEDS.glob("*.txt"):
+        shutil.copy(seed, landing / seed.name)
+        shutil.copy(seed, landing / f"copy_{seed.name}")
+    tables = ingest.file_tables(ingest.read_landing_folder(landing))
+    raw = tables["raw_records"]
+    papers, occurrences = dedup.deduplicate(tables["records"], None)
+    papers = papers.with_columns(abstract_plain=plain_text(pl.col("abstract")))
+    taxonomy = topics.load_taxonomy()
+    cases = [
+        (suites.SOURCE_FILES, suites.source_files_frame(tables["source_files"], raw, tables["rejected_records"])),
+        (suites.RAW_RECORDS, suites.raw_records_frame(raw)),
+        (suites.records_suite(raw.height), suites.records_frame(tables["records"])),
+        (suites.PAPERS, suites.papers_frame(papers)),
+        (suites.PAPER_OCCURRENCES, suites.paper_occurrences_frame(occurrences, raw, papers)),
+        (suites.SOURCE_OVERLAP, dedup.source_overlap(occurrences)),
+        (suites.PAPERS_PLAIN_TEXT, suites.papers_plain_text_frame(papers)),
+        (suites.PAPER_LINKS, suites.paper_links_frame(links.extract_links(papers), papers)),
+        (suites.PAPER_NAMES, suites.paper_names_frame(names.extract_names(papers), papers)),
+        (suites.paper_topics_suite(taxonomy.topic_ids()), suites.paper_topics_frame(topics.tag_topics(papers, taxonomy), papers)),
+    ]
+    return {suite.name: (suite, frame) for suite, frame in cases}
+
+
+def plain_gx(suite: suites.Suite, frame: pl.DataFrame) -> list[runner.RuleResult]:
+    """The suite validated as before the recoding: the columns it reads, converted as they are."""
+    outcome = runner._validation(suite).run(
+        batch_parameters={"dataframe": frame.select(suite.columns() or frame.columns[:1]).to_pandas()},
+        result_format={"result_format": "SUMMARY", "partial_unexpected_count": runner.SAMPLE_SIZE},
+    )
+    by_index = {r.expectation_config.meta["rule_index"]: r for r in outcome.results}
+    return [runner._rule_result(rule, by_index[i], lambda _, v: v) for i, rule in enumerate(suite.rules)]
+
+
+def comparable(result: runner.RuleResult) -> tuple:
+    def plain(v):
+        if isinstance(v, float) and math.isnan(v):
+            return None
+        if isinstance(v, dict):
+            return {k: plain(x) for k, x in v.items()}
+        return [plain(x) for x in v] if isinstance(v, list) else v
+
+    return (result.rule, result.success, result.element_count, result.unexpected_count,
+            result.unexpected_percent, plain(result.observed_value), plain(result.samples), result.exception)
+
+
+def broken(suite: suites.Suite, frame: pl.DataFrame) -> pl.DataFrame:
+    """Every string column the suite reads with row 1 a copy of row 0 and row 2 null: duplicates
+    and missing values for its unique, compound-unique and not-null rules alike."""
+    text = [c for c in suite.columns() if frame.schema[c] == pl.String]
+    row = pl.int_range(pl.len())
+    return frame.with_columns(
+        pl.when(row == 1).then(pl.col(c).first()).when(row == 2).then(None).otherwise(pl.col(c)).alias(c) for c in text
+    )
+
+
+@pytest.mark.parametrize("name", [
+    "source_files", "raw_records", "records", "papers", "paper_occurrences", "source_overlap",
+    "papers_plain_text", "paper_links", "paper_names", "paper_topics",
+])
+def test_every_suite_gives_the_verdicts_gx_gives_on_the_plain_frame(seed_frames, name: str):
+    suite, frame = seed_frames[name]
+    assert frame.height >= 3
+    assert runner.run_suite(suite, frame).passed
+    bad = broken(suite, frame)
+    result = runner.run_suite(suite, bad)
+    assert [comparable(r) for r in result.results] == [comparable(r) for r in plain_gx(suite, bad)]
+    if runner.gx_frame(suite, bad)[1]:  # a recoded column: it has identity rules, now broken
+        assert not result.passed
+
+
+def test_the_landing_suites_recode_their_long_strings(seed_frames):
+    """record_id, source_file and dedup_key reach GX as integers; regex and set rules keep text."""
+    for name, recoded in {"raw_records": ["record_id", "source_file"], "records": ["record_id", "dedup_key"],
+                          "papers": ["dedup_key"], "paper_links": ["paper_id"]}.items():
+        suite, frame = seed_frames[name]
+        narrow, coded = runner.gx_frame(suite, frame)
+        assert coded == recoded
+        assert narrow.columns == suite.columns()
+        assert all(narrow.schema[c].is_integer() for c in coded)
+    narrow, _ = runner.gx_frame(*seed_frames["papers"])
+    assert narrow.schema["paper_id"] == pl.String  # it must match a regex
+
+
+def test_a_duplicate_is_reported_with_its_text(seed_frames):
+    suite, frame = seed_frames["records"]
+    key = frame["dedup_key"][0]
+    result = runner.run_suite(suite, frame.with_columns(dedup_key=pl.when(pl.int_range(pl.len()) == 5).then(None).otherwise(pl.col("dedup_key"))))
+    not_null = next(r for r in result.failed if r.rule.kwargs == {"column": "dedup_key"})
+    assert not_null.unexpected_count == 1
+
+    suite, frame = seed_frames["papers"]
+    result = runner.run_suite(suite, frame.with_columns(dedup_key=pl.when(pl.int_range(pl.len()) == 3).then(pl.lit(key)).otherwise(pl.col("dedup_key"))))
+    (unique,) = result.failed
+    assert unique.rule == suites.Rule("ExpectColumnValuesToBeUnique", {"column": "dedup_key"})
+    assert (unique.unexpected_count, unique.samples) == (2, [key, key])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.sampled_from(["", "a", "b", "é", "a" * 300, "a" * 301])), min_size=1, max_size=40))
+def test_identity_codes_are_exact(values):
+    frame = pl.DataFrame({"v": values}, schema={"v": pl.String})
+    for rules in ((suites.Rule("ExpectColumnValuesToBeUnique", {"column": "v"}),),
+                  (suites.Rule("ExpectColumnValuesToNotBeNull", {"column": "v"}),)):
+        narrow, coded = runner.gx_frame(suites.Suite("t", rules), frame)
+        codes = narrow["v"].to_list()
+        assert coded == ["v"]
+        assert [c is None for c in codes] == [v is None for v in values]
+        assert all(values[c] == v for c, v in zip(codes, values) if c is not None)  # a code is the row of its value
+        if rules[0].expectation == "ExpectColumnValuesToBeUnique":
+            pairs = [(a, b) for a in range(len(values)) for b in range(len(values)) if values[a] is not None and values[b] is not None]
+            assert all((codes[a] == codes[b]) == (values[a] == values[b]) for a, b in pairs)
+
+
+def test_changed_rules_are_validated_as_changed(seed_frames):
+    """Validation definitions are reused per suite name only while the rules stay the same."""
+    suite, frame = seed_frames["records"]
+    assert runner.run_suite(suites.records_suite(frame.height), frame).passed
+    result = runner.run_suite(suites.records_suite(frame.height + 1), frame)
+    assert [r.rule.expectation for r in result.failed] == ["ExpectTableRowCountToEqual"]
+    assert runner.run_suite(suites.records_suite(frame.height), frame).passed
+
+
+def test_batches_are_not_fingerprinted(seed_frames):
+    """GX would hash every cell of a batch to label it; that label is switched off."""
+    suite, frame = seed_frames["raw_records"]
+    runner.run_suite(suite, frame)
+    _, context, _ = runner._gx()
+    keys = [k for k in context.validation_results_store.list_keys() if k.expectation_suite_identifier.name == suite.name]
+    stored = context.validation_results_store.get(max(keys, key=lambda k: k.run_id.run_time))
+    assert "ge_load_time" in stored.meta["batch_markers"]
+    assert "pandas_data_fingerprint" not in stored.meta["batch_markers"]
+
+
+def test_data_docs_pages_and_index(seed_frames, tmp_path: Path):
+    pages = []
+    for name in ("raw_records", "papers"):
+        result = runner.run_suite(*seed_frames[name], tmp_path / "docs")
+        pages.append(Path(result.docs_page.removeprefix("file://")))
+        assert result.docs_index == (tmp_path / "docs" / "index.html").as_uri()
+    assert all(p.is_file() and p.is_relative_to(tmp_path / "docs") for p in pages)
+    assert "raw_records" in pages[0].read_text(encoding="utf-8")
+    index = (tmp_path / "docs" / "index.html").read_text(encoding="utf-8")
+    assert "raw_records" in index and "papers" in index
+    assert (tmp_path / "docs" / "static").is_dir()
+
+
+def test_definitions_do_not_import_great_expectations():
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys, etl_project.definitions; print('great_expectations' in sys.modules)"],
+        capture_output=True, text=True, check=True,
+    )
+    assert done.stdout.strip() == "False"
