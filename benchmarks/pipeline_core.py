@@ -60,27 +60,27 @@ def run_core(landing: Path, warehouse: Path, near: bool = True, enrich: bool = T
                 stage.write(frame, staged / name / f"{number:06d}.parquet")
         tables = {name: keep(name, pl.scan_parquet(staged / name / "*.parquet")) for name in LANDING_TABLES}
     raw, records = tables["raw_records"], tables["records"]
-    check(suites.SOURCE_FILES, suites.source_files_frame(tables["source_files"].collect(), raw.collect(), tables["rejected_records"].collect()))
-    check(suites.RAW_RECORDS, suites.raw_records_frame(raw.collect()))
-    check(suites.records_suite(raw.select(pl.len()).collect().item()), suites.records_frame(records.collect()))
+    check(suites.SOURCE_FILES, suites.source_files_frame(tables["source_files"], raw, tables["rejected_records"]))
+    check(suites.RAW_RECORDS, suites.raw_records_frame(raw))
+    check(suites.records_suite(raw.select(pl.len()).collect().item()), suites.records_frame(records))
     with timed("dedup"):
         papers, occurrences = dedup.deduplicate(records, NearConfig() if near else None)
         papers = keep("papers", papers.with_columns(abstract_plain=plain_text(pl.col("abstract"))))
         occurrences = keep("paper_occurrences", occurrences)
-        tables |= {"papers": papers, "paper_occurrences": occurrences, "source_overlap": keep("source_overlap", dedup.source_overlap(occurrences.collect()))}
-    check(suites.PAPERS, suites.papers_frame(papers.collect()))
-    check(suites.PAPER_OCCURRENCES, suites.paper_occurrences_frame(occurrences.collect(), raw.collect(), papers.collect()))
-    check(suites.SOURCE_OVERLAP, tables["source_overlap"].collect())
+        tables |= {"papers": papers, "paper_occurrences": occurrences, "source_overlap": keep("source_overlap", dedup.source_overlap(occurrences))}
+    check(suites.PAPERS, suites.papers_frame(papers))
+    check(suites.PAPER_OCCURRENCES, suites.paper_occurrences_frame(occurrences, raw, papers))
+    check(suites.SOURCE_OVERLAP, tables["source_overlap"])
     if enrich:
         with timed("enrich"):
             tables["paper_links"] = keep("paper_links", links.extract_links(dedup.variant_texts(papers, occurrences, records)))
             tables["paper_names"] = keep("paper_names", names.extract_names(papers))
             taxonomy = topics.load_taxonomy()
             tables["paper_topics"] = keep("paper_topics", topics.tag_topics(papers, taxonomy))
-        check(suites.PAPERS_PLAIN_TEXT, suites.papers_plain_text_frame(papers.collect()))
-        check(suites.PAPER_LINKS, suites.paper_links_frame(tables["paper_links"].collect(), papers.collect()))
-        check(suites.PAPER_NAMES, suites.paper_names_frame(tables["paper_names"].collect(), papers.collect()))
-        check(suites.paper_topics_suite(taxonomy.topic_ids()), suites.paper_topics_frame(tables["paper_topics"].collect(), papers.collect()))
+        check(suites.PAPERS_PLAIN_TEXT, suites.papers_plain_text_frame(papers))
+        check(suites.PAPER_LINKS, suites.paper_links_frame(tables["paper_links"], papers))
+        check(suites.PAPER_NAMES, suites.paper_names_frame(tables["paper_names"], papers))
+        check(suites.paper_topics_suite(taxonomy.topic_ids()), suites.paper_topics_frame(tables["paper_topics"], papers))
     with timed("publish"):
         problems = integrity.cross_table_problems(tables)
         if problems:

@@ -115,7 +115,7 @@ def deduplicate(records: pl.DataFrame | pl.LazyFrame, near: NearConfig | None = 
     return papers, occurrences
 
 
-def source_overlap(occurrences: pl.DataFrame) -> pl.DataFrame:
+def source_overlap(occurrences: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """For each pair of files sharing at least one paper: how many they share, and the Jaccard
     index of their paper sets. Pairs sharing none are left out (n files make n² pairs)."""
     per_file = occurrences.lazy().select("paper_id", "source_file").unique()

@@ -191,7 +191,7 @@ def deduplicated(context: dg.AssetExecutionContext, etl: EtlSettings, records: p
 
 
 @dg.asset(group_name="transform", kinds={"polars"}, owners=OWNERS, pool=WAREHOUSE_POOL)
-def source_overlap(paper_occurrences: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+def source_overlap(paper_occurrences: pl.LazyFrame) -> dg.Output[pl.DataFrame]:
     """For each pair of files sharing papers: how many, and the Jaccard index of their paper sets."""
     frame = dedup.source_overlap(paper_occurrences)
     return dg.Output(frame, metadata=table_metadata(frame))

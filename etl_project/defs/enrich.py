@@ -82,27 +82,27 @@ def paper_topics(papers: pl.LazyFrame) -> dg.Output[pl.DataFrame]:
 
 
 @dg.asset_check(asset="papers", blocking=True, pool=WAREHOUSE_POOL)
-def papers_plain_text_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, papers: pl.DataFrame):
+def papers_plain_text_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, papers: pl.LazyFrame):
     """abstract_plain present and non-empty for every paper; markup left in it is worth a look."""
     return check_result(run_suite(suites.PAPERS_PLAIN_TEXT, suites.papers_plain_text_frame(papers), docs_dir(etl, context)))
 
 
 @dg.asset_check(asset="paper_links", blocking=True, pool=WAREHOUSE_POOL, additional_ins={"papers": dg.AssetIn("papers")})
-def paper_links_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, paper_links: pl.DataFrame, papers: pl.DataFrame):
+def paper_links_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, paper_links: pl.LazyFrame, papers: pl.LazyFrame):
     """One row per URL per paper of an existing paper; URLs well-formed and trimmed, hosts lower
     case, kinds known, forge repositories with an owner."""
     return check_result(run_suite(suites.PAPER_LINKS, suites.paper_links_frame(paper_links, papers), docs_dir(etl, context)))
 
 
 @dg.asset_check(asset="paper_names", blocking=True, pool=WAREHOUSE_POOL, additional_ins={"papers": dg.AssetIn("papers")})
-def paper_names_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, paper_names: pl.DataFrame, papers: pl.DataFrame):
+def paper_names_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, paper_names: pl.LazyFrame, papers: pl.LazyFrame):
     """One row per name per paper of an existing paper; each name found verbatim in its abstract,
     with a known pattern and a plausible length."""
     return check_result(run_suite(suites.PAPER_NAMES, suites.paper_names_frame(paper_names, papers), docs_dir(etl, context)))
 
 
 @dg.asset_check(asset="paper_topics", blocking=True, pool=WAREHOUSE_POOL, additional_ins={"papers": dg.AssetIn("papers")})
-def paper_topics_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, paper_topics: pl.DataFrame, papers: pl.DataFrame):
+def paper_topics_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, paper_topics: pl.LazyFrame, papers: pl.LazyFrame):
     """Every paper has a topic, topics come from the taxonomy, 'other' only alone, and every
     taxonomy topic has evidence."""
     taxonomy_ids = topics.load_taxonomy().topic_ids()

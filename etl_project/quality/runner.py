@@ -151,9 +151,13 @@ def gx_frame(suite: Suite, frame: pl.DataFrame) -> tuple[pl.DataFrame, list[str]
     return frame.lazy().with_row_index(_ROW).select(exprs).collect(), coded
 
 
-def run_suite(suite: Suite, frame: pl.DataFrame, docs_dir: Path | None = None) -> SuiteResult:
+def run_suite(suite: Suite, frame: pl.DataFrame | pl.LazyFrame, docs_dir: Path | None = None) -> SuiteResult:
     """Validate ``frame`` against ``suite`` with GX; with ``docs_dir``, also render the result's
-    Data Docs page and the site index there."""
+    Data Docs page and the site index there. A LazyFrame is collected with only the suite's
+    columns, so a check over a scan of a big table never loads the columns it does not read."""
+    if isinstance(frame, pl.LazyFrame):
+        columns = suite.columns() or frame.collect_schema().names()[:1]
+        frame = frame.select(columns).collect()
     validation = _validation(suite)
     narrow, coded = gx_frame(suite, frame)
     outcome = validation.run(

@@ -17,6 +17,9 @@ from etl_project.ingest import non_whitespace_chars
 
 ERROR = "ERROR"
 WARN = "WARN"
+# The frame builders below take tables or scans of them (the checks hand over scans) and return
+# the frame a suite validates, eager or lazy: run_suite collects only the columns it reads.
+Frame = pl.DataFrame | pl.LazyFrame
 SHA256_HEX = r"^[0-9a-f]{64}$"
 PAPER_ID_HEX = r"^[0-9a-f]{16}$"
 
@@ -71,7 +74,7 @@ SOURCE_FILES = Suite("source_files", (
 ))
 
 
-def source_files_frame(source_files: pl.DataFrame, raw_records: pl.DataFrame, rejected: pl.DataFrame) -> pl.DataFrame:
+def source_files_frame(source_files: Frame, raw_records: Frame, rejected: Frame) -> Frame:
     def chars_by_file(frame: pl.DataFrame, name: str) -> pl.LazyFrame:
         return frame.lazy().group_by("source_file").agg(
             non_whitespace_chars(pl.col("raw_text")).sum().alias(name), pl.len().alias(f"{name}_rows")
@@ -106,7 +109,7 @@ RAW_RECORDS = Suite("raw_records", (
 ))
 
 
-def raw_records_frame(raw_records: pl.DataFrame) -> pl.DataFrame:
+def raw_records_frame(raw_records: Frame) -> Frame:
     return raw_records.select(
         "record_id", "source_file", "ordinal", "line_start", "line_end",
         raw_chars=pl.col("raw_text").str.len_chars(),
@@ -125,7 +128,7 @@ def records_suite(raw_record_count: int) -> Suite:
     ))
 
 
-def records_frame(records: pl.DataFrame) -> pl.DataFrame:
+def records_frame(records: Frame) -> Frame:
     return records.select("record_id", "dedup_key", "char_count", key_chars=pl.col("dedup_key").str.len_chars())
 
 
@@ -147,7 +150,7 @@ PAPERS = Suite("papers", (
 ))
 
 
-def papers_frame(papers: pl.DataFrame) -> pl.DataFrame:
+def papers_frame(papers: Frame) -> Frame:
     return papers.select("paper_id", "dedup_key", "occurrence_count", "source_count", "word_count", "char_count")
 
 
@@ -164,7 +167,7 @@ PAPER_OCCURRENCES = Suite("paper_occurrences", (
 ))
 
 
-def paper_occurrences_frame(occurrences: pl.DataFrame, raw_records: pl.DataFrame, papers: pl.DataFrame) -> pl.DataFrame:
+def paper_occurrences_frame(occurrences: Frame, raw_records: Frame, papers: Frame) -> Frame:
     """One row per raw record (plus any occurrence whose record is unknown)."""
     per_record = occurrences.group_by("record_id").agg(
         papers_per_record=pl.col("paper_id").n_unique(),
@@ -205,7 +208,7 @@ PAPERS_PLAIN_TEXT = Suite("papers_plain_text", (
 ))
 
 
-def papers_plain_text_frame(papers: pl.DataFrame) -> pl.DataFrame:
+def papers_plain_text_frame(papers: Frame) -> Frame:
     plain = pl.col("abstract_plain")
     return papers.select(
         "paper_id",
@@ -235,7 +238,7 @@ PAPER_LINKS = Suite("paper_links", (
 ))
 
 
-def paper_links_frame(paper_links: pl.DataFrame, papers: pl.DataFrame) -> pl.DataFrame:
+def paper_links_frame(paper_links: Frame, papers: Frame) -> Frame:
     url = pl.col("url")
     forge_repo = pl.col("host").is_in(["github.com", "gitlab.com", "huggingface.co"]) & pl.col("kind").is_in(
         ["code_repository", "model", "dataset", "demo"]
@@ -260,7 +263,7 @@ PAPER_NAMES = Suite("paper_names", (
 ))
 
 
-def paper_names_frame(paper_names: pl.DataFrame, papers: pl.DataFrame) -> pl.DataFrame:
+def paper_names_frame(paper_names: Frame, papers: Frame) -> Frame:
     # Lazy: the abstracts are read for the containment test, not gathered into a joined copy.
     with_abstract = paper_names.lazy().join(papers.lazy().select("paper_id", "abstract"), on="paper_id", how="left")
     frame = with_abstract.select(
@@ -283,7 +286,7 @@ def paper_topics_suite(topic_ids: list[str]) -> Suite:
     ))
 
 
-def paper_topics_frame(paper_topics: pl.DataFrame, papers: pl.DataFrame) -> pl.DataFrame:
+def paper_topics_frame(paper_topics: Frame, papers: Frame) -> Frame:
     per_paper = paper_topics.group_by("paper_id").agg(topics_of_paper=pl.len())
     is_other = pl.col("topic") == enrich_topics.OTHER
     return (
