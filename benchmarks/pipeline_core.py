@@ -20,7 +20,7 @@ import polars as pl
 
 from etl_project import dedup, ingest, integrity, publish, stage
 from etl_project.enrich import links, names, topics
-from etl_project.enrich.markup import plain_text
+from etl_project.enrich.markup import with_plain_text
 from etl_project.near_dedup import NearConfig
 from etl_project.quality import suites
 from etl_project.quality.runner import run_suite
@@ -54,8 +54,8 @@ def run_core(landing: Path, warehouse: Path, near: bool = True, enrich: bool = T
 
     with timed("parse"):
         paths = ingest.list_landing_files(landing)
-        for number, batch in enumerate(_batches(paths, stage.BATCH_BYTES)):
-            files = [ingest.read_landing_file(path, landing) for path in batch]
+        for number, indexes in enumerate(stage.batches(paths)):
+            files = [ingest.read_landing_file(paths[i], landing) for i in indexes]
             for name, frame in ingest.file_tables(files).items():
                 stage.write(frame, staged / name / f"{number:06d}.parquet")
         tables = {name: keep(name, pl.scan_parquet(staged / name / "*.parquet")) for name in LANDING_TABLES}
@@ -65,7 +65,7 @@ def run_core(landing: Path, warehouse: Path, near: bool = True, enrich: bool = T
     check(suites.records_suite(raw.select(pl.len()).collect().item()), suites.records_frame(records))
     with timed("dedup"):
         papers, occurrences = dedup.deduplicate(records, NearConfig() if near else None)
-        papers = keep("papers", papers.with_columns(abstract_plain=plain_text(pl.col("abstract"))))
+        papers = keep("papers", with_plain_text(papers, "abstract", "abstract_plain"))
         occurrences = keep("paper_occurrences", occurrences)
         tables |= {"papers": papers, "paper_occurrences": occurrences, "source_overlap": keep("source_overlap", dedup.source_overlap(occurrences))}
     check(suites.PAPERS, suites.papers_frame(papers))
@@ -88,18 +88,6 @@ def run_core(landing: Path, warehouse: Path, near: bool = True, enrich: bool = T
         release = publish.publish(tables, warehouse, publish.new_release_id())
     shutil.rmtree(staged, ignore_errors=True)
     return {"stages": stages, "rows": release.row_counts}
-
-
-def _batches(paths: list[Path], batch_bytes: int):
-    batch, size = [], 0
-    for path in paths:
-        size += path.stat().st_size if path.is_file() else 0
-        batch.append(path)
-        if size >= batch_bytes:
-            yield batch
-            batch, size = [], 0
-    if batch:
-        yield batch
 
 
 def main(argv=None) -> None:

@@ -14,7 +14,7 @@ the published warehouse.
 
 import functools
 import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import polars as pl
@@ -64,6 +64,25 @@ def write(frame: pl.DataFrame | pl.LazyFrame, path: Path) -> None:
 def write_partition(warehouse: Path, asset: str, key: str, tables: dict[str, pl.DataFrame]) -> None:
     for table, frame in tables.items():
         write(frame, partition_path(warehouse, asset, table, key))
+
+
+def batches(paths: Iterable[Path], batch_bytes: int | None = None) -> Iterator[list[int]]:
+    """Indexes into ``paths`` in runs of files totalling about ``batch_bytes`` (default
+    BATCH_BYTES): what to parse together before staging. A file that cannot be stat'ed counts as
+    empty here; reading it reports why."""
+    limit = BATCH_BYTES if batch_bytes is None else batch_bytes
+    batch, size = [], 0
+    for index, path in enumerate(paths):
+        try:
+            size += path.stat().st_size
+        except OSError:
+            pass
+        batch.append(index)
+        if size >= limit:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
 
 
 def scan_partitions(warehouse: Path, asset: str, keys: list[str]) -> dict[str, pl.LazyFrame]:

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from etl_project.enrich.markup import plain_text
+from etl_project.enrich.markup import plain_text, with_plain_text
 
 
 def plain(text: str) -> str:
@@ -67,3 +67,22 @@ def test_text_without_markup_characters_only_has_whitespace_folded(texts: list[s
 
 def test_null_stays_null():
     assert pl.DataFrame({"t": [None, "x"]}, schema={"t": pl.String}).select(plain_text(pl.col("t")))["t"].to_list() == [None, "x"]
+
+
+# Pieces of markup and of plain text, glued at random: most rows hold no markup character at all,
+# as in real abstracts; the rest hold every kind, alone or next to each other.
+_PIECES = [
+    "plain words ", "Zürich ", "x² ", "ﬁne ", "  ", "\t", "\n", "é", "e\u0301", "İ", "(", ")", "'", '"',
+    "\\", "\\emph{", "}", "{", "$", "$x^{2}$", "\\alpha", "`", "``", "''", "*", "**", "_", "__", "-", "--",
+    "---", "$n$", " *a* ", " _b_ ", "`c`", "[a](https://x.y/z)", "[", "]", "\\%", "\\'e", "\ue000", "\ue001alpha\ue002", "^",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(_PIECES), max_size=12).map("".join), min_size=1, max_size=30))
+def test_only_marked_rows_take_the_markup_passes_and_the_result_is_the_same(texts: list[str]):
+    frame = pl.DataFrame({"id": range(len(texts)), "text": texts}).vstack(
+        pl.DataFrame({"id": [len(texts)], "text": [None]}, schema={"id": pl.Int64, "text": pl.String})
+    )
+    expected = frame.with_columns(plain=plain_text(pl.col("text")))
+    assert with_plain_text(frame, "text", "plain").equals(expected)

@@ -1,8 +1,5 @@
 """Assets: each one calls a stage function and describes its output for the UI."""
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import dagster as dg
 import polars as pl
 
@@ -11,7 +8,7 @@ from etl_project.defs import launch
 from etl_project.defs.metadata import OWNERS, markdown_table, status_counts, table_metadata
 from etl_project.defs.partitions import LANDING_FILES, ONE_RUN_PER_BATCH, WAREHOUSE_POOL
 from etl_project.defs.resources import EtlSettings
-from etl_project.enrich.markup import plain_text
+from etl_project.enrich.markup import with_plain_text
 
 PUBLISHED_TABLES = (
     "source_files", "raw_records", "rejected_records", "records",
@@ -40,8 +37,10 @@ def parsed_files(context: dg.AssetExecutionContext, etl: EtlSettings) -> dg.Outp
     launch.tag_run_with_process(context)
     keys = list(context.partition_keys)
     summaries = []
-    for batch in _batches(keys, etl.seeds, stage.BATCH_BYTES):
-        files = [ingest.read_landing_file(etl.seeds / landing.file_name(key), etl.seeds, etl.max_file_bytes) for key in batch]
+    paths = [etl.seeds / landing.file_name(key) for key in keys]
+    for indexes in stage.batches(paths):
+        batch = [keys[i] for i in indexes]
+        files = [ingest.read_landing_file(paths[i], etl.seeds, etl.max_file_bytes) for i in indexes]
         names = {key: file.source_file for key, file in zip(batch, files)}  # as the tables name them
         tables = ingest.file_tables(files, etl.max_record_chars)
         del files
@@ -74,23 +73,6 @@ def parsed_files(context: dg.AssetExecutionContext, etl: EtlSettings) -> dg.Outp
             "landing_folder": dg.MetadataValue.path(str(etl.seeds)),
         },
     )
-
-
-def _batches(keys: list[str], seeds: Path, batch_bytes: int) -> Iterator[list[str]]:
-    """``keys`` in runs of files totalling about ``batch_bytes`` (a file that cannot be stat'ed
-    counts as empty here; reading it reports why)."""
-    batch, size = [], 0
-    for key in keys:
-        try:
-            size += (seeds / landing.file_name(key)).stat().st_size
-        except OSError:
-            pass
-        batch.append(key)
-        if size >= batch_bytes:
-            yield batch
-            batch, size = [], 0
-    if batch:
-        yield batch
 
 
 def split_by_file(tables: dict[str, pl.DataFrame], names: dict[str, str]) -> dict[str, dict[str, pl.DataFrame]]:
@@ -167,7 +149,7 @@ def deduplicated(context: dg.AssetExecutionContext, etl: EtlSettings, records: p
     the etl resource's near_duplicates and near_threshold settings)."""
     launch.tag_run_with_process(context)
     papers, occurrences = dedup.deduplicate(records, etl.near_config())
-    papers = papers.with_columns(abstract_plain=plain_text(pl.col("abstract")))  # for display and search
+    papers = with_plain_text(papers, "abstract", "abstract_plain")  # for display and search
     duplicates = occurrences.height - papers.height
     summary = {
         "records": occurrences.height,
