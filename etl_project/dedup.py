@@ -36,22 +36,21 @@ def _paper_ids(keys: pl.Series) -> pl.Series:
 def near_groups(keys: pl.Series, near: NearConfig | None = DEFAULT_NEAR) -> pl.DataFrame:
     """For distinct ``keys`` in order of first occurrence: the ``paper_id`` of each one's paper
     (XXH3-64 of its canonical key), its ``similarity`` to the canonical and whether it was merged
-    by near matching (``near``)."""
+    by near matching (``near``). Keys are hashed once each and never copied: ids are gathered by
+    position, not joined on the (long) keys."""
     schema = {"index": pl.Int64, "canonical": pl.Int64, "similarity": pl.Float64}
     merged = near_duplicates(keys, near) if near else pl.DataFrame(schema=schema)
-    groups = (
-        keys.rename("dedup_key").to_frame()
+    return (
+        pl.DataFrame({"own_id": _paper_ids(keys)})
         .with_row_index("index")
         .with_columns(pl.col("index").cast(pl.Int64))
-        .join(merged, on="index", how="left")
-        .with_columns(pl.col("canonical").fill_null(pl.col("index")), pl.col("similarity").fill_null(1.0))
-        .with_columns(paper_key=pl.col("dedup_key").gather(pl.col("canonical")))
-    )
-    # Hash each canonical key once (the Python loop runs over papers, not records).
-    canonical = groups.filter(pl.col("canonical") == pl.col("index")).select(paper_key="dedup_key")
-    canonical = canonical.with_columns(paper_id=_paper_ids(canonical["paper_key"]))
-    return groups.join(canonical, on="paper_key", how="left").select(
-        "dedup_key", "paper_id", "similarity", near=pl.col("canonical") != pl.col("index")
+        .join(merged, on="index", how="left", maintain_order="left")
+        .select(
+            dedup_key=keys,
+            paper_id=pl.col("own_id").gather(pl.col("canonical").fill_null(pl.col("index"))),
+            similarity=pl.col("similarity").fill_null(1.0),
+            near=pl.col("canonical").is_not_null() & (pl.col("canonical") != pl.col("index")),
+        )
     )
 
 
@@ -60,15 +59,17 @@ def deduplicate(records: pl.DataFrame | pl.LazyFrame, near: NearConfig | None = 
 
     Memory: only the ids and keys of all records are held; texts are read for canonical records
     only (``records`` may be a scan of staged Parquet)."""
-    keys = (
-        records.lazy()
-        .select("record_id", "source_file", "ordinal", "dedup_key")
-        .sort("source_file", "ordinal")
-        .with_row_index("position")
-        .with_columns(first=pl.col("position").min().over("dedup_key"))  # the key's earliest record
-        .collect()
-    )
-    representatives = keys.filter(pl.col("position") == pl.col("first"))
+    keys = records.lazy().select("record_id", "source_file", "ordinal", "dedup_key").collect()
+    # Each record's position in (source_file, ordinal) order, found without moving the long keys:
+    # the inverse of the sorting permutation.
+    keys = keys.with_columns(
+        position=pl.arg_sort_by("source_file", "ordinal").arg_sort().cast(pl.UInt32)
+    ).with_columns(first=pl.col("position").min().over("dedup_key"))  # the key's earliest record
+    firsts = keys.select(pl.int_range(pl.len()).alias("row"), "position", "first").filter(
+        pl.col("position") == pl.col("first")
+    ).sort("position")
+    representatives = pl.DataFrame({"position": firsts["position"], "dedup_key": keys["dedup_key"].gather(firsts["row"])})
+    keys = keys.drop("dedup_key").sort("position")  # the keys are held once, by the representatives
     groups = near_groups(representatives["dedup_key"], near).select(
         "paper_id", "similarity", "near", first=representatives["position"]
     )
@@ -91,13 +92,14 @@ def deduplicate(records: pl.DataFrame | pl.LazyFrame, near: NearConfig | None = 
         )
         .join(
             keys.lazy().select(
-                "position", "dedup_key", first_source_file="source_file", first_ordinal="ordinal", canonical_record_id="record_id"
+                "position", first_source_file="source_file", first_ordinal="ordinal", canonical_record_id="record_id"
             ),
             on="position",
         )
+        .join(representatives.lazy(), on="position")  # a canonical record is its key's first
         .collect()
     )
-    del keys, linked
+    del keys, linked, representatives
     texts = (
         records.lazy()
         .select(canonical_record_id="record_id", abstract="text", word_count="word_count", char_count="char_count")

@@ -28,6 +28,7 @@ Pruning keeps the newest ``KEEP_RELEASES`` releases, always keeps the current on
 name), and skips a release whose DuckDB file another process still holds open read-write.
 """
 
+import concurrent.futures
 import errno
 import fcntl
 import json
@@ -36,6 +37,7 @@ import re
 import shutil
 import time
 from collections.abc import Mapping
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -104,10 +106,11 @@ def publish(tables: Mapping[str, pl.DataFrame | pl.LazyFrame], warehouse: Path, 
 
 def _write_release(tables: Mapping[str, pl.DataFrame | pl.LazyFrame], partial: Path) -> dict[str, int]:
     """Every table into ``partial``'s Parquet folder and DuckDB file, then the analysis layer;
-    returns the row counts."""
-    with duckdb.connect(str(partial / DUCKDB_FILE)) as con:
+    returns the row counts. Parquet is written on a second thread while DuckDB appends (both
+    release the GIL), so the two writes of a chunk overlap."""
+    with duckdb.connect(str(partial / DUCKDB_FILE)) as con, ThreadPoolExecutor(1, "parquet") as parquet:
         row_counts = {
-            name: _write_table(con, name, frame.lazy(), partial / "parquet" / f"{name}.parquet")
+            name: _write_table(con, parquet, name, frame.lazy(), partial / "parquet" / f"{name}.parquet")
             for name, frame in tables.items()
         }
         warehouse_sql.create_analysis_layer(con)  # search index, macro and views, inside this release
@@ -115,24 +118,28 @@ def _write_release(tables: Mapping[str, pl.DataFrame | pl.LazyFrame], partial: P
     return row_counts
 
 
-def _write_table(con: duckdb.DuckDBPyConnection, name: str, frame: pl.LazyFrame, path: Path) -> int:
-    """One table, ``CHUNK_ROWS`` rows at a time, so memory holds a chunk rather than the table
-    (the stage hands over Parquet scans): each chunk becomes a zstd Parquet row group and is
+def _write_table(con: duckdb.DuckDBPyConnection, parquet: Executor, name: str, frame: pl.LazyFrame, path: Path) -> int:
+    """One table, ``CHUNK_ROWS`` rows at a time, so memory holds a chunk or two rather than the
+    table (the stage hands over Parquet scans): each chunk becomes a zstd Parquet row group and is
     appended to DuckDB from the same Arrow buffers, without a copy. Returns the row count."""
     rows = frame.select(pl.len()).collect().item()
-    writer = None
+    writer, written = None, None
     try:
         for offset in range(0, max(rows, 1), CHUNK_ROWS):  # an empty table still gets its schema
             chunk = frame.slice(offset, CHUNK_ROWS).collect().to_arrow()
-            con.register("incoming", chunk)
             if writer is None:
                 writer = pq.ParquetWriter(path, chunk.schema, compression="zstd")
-                con.execute(f"CREATE TABLE {_quote(name)} AS SELECT * FROM incoming")
-            else:
-                con.execute(f"INSERT INTO {_quote(name)} SELECT * FROM incoming")
-            writer.write_table(chunk, row_group_size=CHUNK_ROWS)
+            if written is not None:
+                written.result()  # at most one chunk waits for its Parquet write
+            written = parquet.submit(writer.write_table, chunk, row_group_size=CHUNK_ROWS)
+            con.register("incoming", chunk)
+            verb = "CREATE TABLE {} AS" if offset == 0 else "INSERT INTO {}"
+            con.execute(f"{verb.format(_quote(name))} SELECT * FROM incoming")
         con.unregister("incoming")
+        written.result()
     finally:
+        if written is not None:
+            concurrent.futures.wait([written])
         if writer is not None:
             writer.close()
     return rows
