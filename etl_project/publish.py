@@ -46,7 +46,7 @@ import duckdb
 import polars as pl
 import pyarrow.parquet as pq
 
-from etl_project import warehouse_sql
+from etl_project import settings, warehouse_sql
 
 DUCKDB_FILE = "warehouse.duckdb"
 PARQUET_LINK = "parquet"
@@ -109,6 +109,8 @@ def _write_release(tables: Mapping[str, pl.DataFrame | pl.LazyFrame], partial: P
     returns the row counts. Parquet is written on a second thread while DuckDB appends (both
     release the GIL), so the two writes of a chunk overlap."""
     with duckdb.connect(str(partial / DUCKDB_FILE)) as con, ThreadPoolExecutor(1, "parquet") as parquet:
+        # Bounded; beyond it DuckDB spills to <file>.tmp beside the file and removes it on close.
+        con.execute("SET memory_limit = ?", [settings.duckdb_memory_limit()])
         row_counts = {
             name: _write_table(con, parquet, name, frame.lazy(), partial / "parquet" / f"{name}.parquet")
             for name, frame in tables.items()

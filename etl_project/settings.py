@@ -12,6 +12,10 @@ SEEDS_ENV = "ETL_SEEDS_DIR"
 WAREHOUSE_ENV = "ETL_WAREHOUSE_DIR"
 MAX_FILE_BYTES_ENV = "ETL_MAX_FILE_BYTES"
 DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
+DUCKDB_MEMORY_ENV = "ETL_DUCKDB_MEMORY_LIMIT"
+# What a publish lets DuckDB hold before it spills to disk: loading and indexing a million
+# records takes no longer under 1 GB, and the run's peak memory stays near the pipeline's own.
+DEFAULT_DUCKDB_MEMORY = "1GB"
 
 
 def seeds_dir(explicit: str | os.PathLike | None = None) -> Path:
@@ -34,6 +38,11 @@ def max_file_bytes() -> int:
     if limit < 0:
         raise ValueError(f"{MAX_FILE_BYTES_ENV} must not be negative, got {limit}")
     return limit
+
+
+def duckdb_memory_limit() -> str:
+    """DuckDB's memory_limit while publishing: ``ETL_DUCKDB_MEMORY_LIMIT`` (e.g. ``4GB``) or 1 GB."""
+    return os.environ.get(DUCKDB_MEMORY_ENV, "").strip() or DEFAULT_DUCKDB_MEMORY
 
 
 def default_dagster_home() -> Path:
