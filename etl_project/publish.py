@@ -28,7 +28,6 @@ Pruning keeps the newest ``KEEP_RELEASES`` releases, always keeps the current on
 name), and skips a release whose DuckDB file another process still holds open read-write.
 """
 
-import concurrent.futures
 import errno
 import fcntl
 import json
@@ -37,7 +36,7 @@ import re
 import shutil
 import time
 from collections.abc import Mapping
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -141,7 +140,7 @@ def _write_table(con: duckdb.DuckDBPyConnection, parquet: Executor, name: str, f
         written.result()
     finally:
         if written is not None:
-            concurrent.futures.wait([written])
+            wait([written])  # never close the file under a write still running (after a failure)
         if writer is not None:
             writer.close()
     return rows

@@ -36,39 +36,39 @@ def parsed_files(context: dg.AssetExecutionContext, etl: EtlSettings) -> dg.Outp
     run of any number of files holds one batch in memory."""
     launch.tag_run_with_process(context)
     keys = list(context.partition_keys)
-    summaries = []
     paths = [etl.seeds / landing.file_name(key) for key in keys]
+    names: dict[str, str] = {}  # partition key -> source_file, as the tables name it
+    parts = []
     for indexes in stage.batches(paths):
-        batch = [keys[i] for i in indexes]
         files = [ingest.read_landing_file(paths[i], etl.seeds, etl.max_file_bytes) for i in indexes]
-        names = {key: file.source_file for key, file in zip(batch, files)}  # as the tables name them
+        batch = {keys[i]: file.source_file for i, file in zip(indexes, files)}
         tables = ingest.file_tables(files, etl.max_record_chars)
         del files
-        for key, per_file in split_by_file(tables, names).items():
+        for key, per_file in split_by_file(tables, batch).items():
             stage.write_partition(etl.warehouse, launch.PER_FILE_ASSET, key, per_file)
-        summaries.append((names, tables["source_files"], tables["rejected_records"].height))
-    source_files = pl.concat([files for _, files, _ in summaries]) if summaries else ingest.file_tables([])["source_files"]
+        names |= batch
+        parts.append(tables["source_files"])
+    source_files = pl.concat(parts) if parts else ingest.file_tables([])["source_files"]
     refused = source_files.filter(pl.col("status") == "rejected")
     for row in refused.iter_rows(named=True):
         context.log.warning(f"refused {row['source_file']!r}: {row['error']}")
     if len(keys) <= PER_PARTITION_METADATA_LIMIT:
         rows = {row["source_file"]: row for row in source_files.iter_rows(named=True)}
-        for names, _, _ in summaries:
-            for key, name in names.items():
-                row = rows[name]
-                context.add_asset_metadata(
-                    {"source_file": name, "sha256": row["sha256"] or "", "status": row["status"],
-                     "encoding": row["encoding"] or "", "error": row["error"] or "",
-                     "records": row["record_count"], "rejected_records": row["rejected_count"]},
-                    partition_key=key,
-                )
+        for key, name in names.items():
+            row = rows[name]
+            context.add_asset_metadata(
+                {"source_file": name, "sha256": row["sha256"] or "", "status": row["status"],
+                 "encoding": row["encoding"] or "", "error": row["error"] or "",
+                 "records": row["record_count"], "rejected_records": row["rejected_count"]},
+                partition_key=key,
+            )
     return dg.Output(
         None,  # the partitions are staged above, batch by batch
         metadata={
             "files_in_run": len(keys),
             **status_counts(source_files),
             "records_in_run": int(source_files["record_count"].sum()),
-            "rejected_records_in_run": sum(rejected for _, _, rejected in summaries),
+            "rejected_records_in_run": int(source_files["rejected_count"].sum()),
             "refused": dg.MetadataValue.md(markdown_table(refused.select("source_file", "error"))),
             "landing_folder": dg.MetadataValue.path(str(etl.seeds)),
         },

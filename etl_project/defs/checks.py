@@ -11,7 +11,7 @@ import dagster as dg
 import polars as pl
 
 from etl_project import dedup, publish
-from etl_project.defs.metadata import markdown_table
+from etl_project.defs.metadata import markdown_table, row_count
 from etl_project.defs.partitions import WAREHOUSE_POOL
 from etl_project.defs.resources import EtlSettings
 from etl_project.quality import suites
@@ -90,7 +90,7 @@ def raw_records_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, 
 @dg.asset_check(asset="records", blocking=True, pool=WAREHOUSE_POOL, additional_ins={"raw_records": dg.AssetIn("raw_records")})
 def records_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, records: pl.LazyFrame, raw_records: pl.LazyFrame):
     """One normalized record per raw record, each with a non-empty text and dedup key."""
-    return check_result(run_suite(suites.records_suite(raw_records.select(pl.len()).collect().item()), suites.records_frame(records), docs_dir(etl, context)))
+    return check_result(run_suite(suites.records_suite(row_count(raw_records)), suites.records_frame(records), docs_dir(etl, context)))
 
 
 @dg.asset_check(asset="papers", blocking=True, pool=WAREHOUSE_POOL)

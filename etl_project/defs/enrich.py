@@ -5,7 +5,7 @@ import polars as pl
 
 from etl_project import dedup
 from etl_project.defs.checks import check_result, docs_dir
-from etl_project.defs.metadata import OWNERS, markdown_table, table_metadata
+from etl_project.defs.metadata import OWNERS, markdown_table, row_count, table_metadata
 from etl_project.defs.partitions import WAREHOUSE_POOL
 from etl_project.defs.resources import EtlSettings
 from etl_project.enrich import links, names, topics
@@ -15,10 +15,6 @@ from etl_project.quality.runner import run_suite
 
 def _share(part: int, whole: int) -> float:
     return round(part / whole, 4) if whole else 0.0
-
-
-def _count(frame: pl.LazyFrame) -> int:
-    return frame.select(pl.len()).collect().item()
 
 
 @dg.asset(group_name="enrich", kinds={"polars"}, owners=OWNERS, pool=WAREHOUSE_POOL)
@@ -35,7 +31,7 @@ def paper_links(papers: pl.LazyFrame, paper_occurrences: pl.LazyFrame, records: 
             **table_metadata(frame),
             "papers_with_links": frame["paper_id"].n_unique(),
             "papers_with_code": with_code,
-            "share_with_code": _share(with_code, _count(papers)),
+            "share_with_code": _share(with_code, row_count(papers)),
             "by_kind": dg.MetadataValue.md(markdown_table(frame.group_by("kind").len().sort("len", "kind", descending=[True, False]))),
         },
     )
@@ -53,7 +49,7 @@ def paper_names(papers: pl.LazyFrame) -> dg.Output[pl.DataFrame]:
         metadata={
             **table_metadata(frame),
             "papers_named": named,
-            "share_named": _share(named, _count(papers)),
+            "share_named": _share(named, row_count(papers)),
             "by_pattern": dg.MetadataValue.md(markdown_table(frame.group_by("pattern").len().sort("len", "pattern", descending=[True, False]))),
         },
     )

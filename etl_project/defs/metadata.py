@@ -9,11 +9,16 @@ PREVIEW_ROWS = 5
 PREVIEW_CELL_CHARS = 80
 
 
+def row_count(frame: pl.DataFrame | pl.LazyFrame) -> int:
+    """Rows of a table or a scan (of Parquet: read from the file footers, not the rows)."""
+    return frame.lazy().select(pl.len()).collect().item()
+
+
 def table_metadata(frame: pl.DataFrame | pl.LazyFrame) -> dict:
     """For a LazyFrame (a scan of staged Parquet) only the count and the first rows are read."""
     lazy = frame.lazy()
     return {
-        "dagster/row_count": lazy.select(pl.len()).collect().item(),
+        "dagster/row_count": row_count(lazy),
         "dagster/column_schema": dg.TableSchema(
             columns=[dg.TableColumn(name, str(dtype)) for name, dtype in lazy.collect_schema().items()]
         ),

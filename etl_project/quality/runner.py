@@ -156,8 +156,7 @@ def run_suite(suite: Suite, frame: pl.DataFrame | pl.LazyFrame, docs_dir: Path |
     Data Docs page and the site index there. A LazyFrame is collected with only the suite's
     columns, so a check over a scan of a big table never loads the columns it does not read."""
     if isinstance(frame, pl.LazyFrame):
-        columns = suite.columns() or frame.collect_schema().names()[:1]
-        frame = frame.select(columns).collect()
+        frame = frame.select(suite.columns() or pl.first()).collect()
     validation = _validation(suite)
     narrow, coded = gx_frame(suite, frame)
     outcome = validation.run(
