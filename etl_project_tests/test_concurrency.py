@@ -1,6 +1,8 @@
 """Two runs at once, through the project's instance settings: the pool serializes their steps,
-both succeed, the warehouse is whole; and a killed run's pool slot does not block the next run."""
+both succeed, the warehouse is whole; two processes claiming the pool's one slot at the same
+instant never both get it; and a killed run's pool slot does not block the next run."""
 
+import multiprocessing
 import os
 import shutil
 import subprocess
@@ -67,6 +69,37 @@ def test_two_runs_at_once_take_turns_and_both_publish(seeds_copy: Path, tmp_path
 
     with duckdb.connect(str(warehouse / "warehouse.duckdb"), read_only=True) as con:
         assert con.sql("SELECT (SELECT count(*) FROM raw_records), (SELECT count(*) FROM papers)").fetchone() == (38, 31)
+
+
+def claim_in_rounds(run_id: str, rounds: int, barrier, results) -> None:
+    """One process of the race below: claim a fresh step's slot when the other does, then free it."""
+    with dg.DagsterInstance.get() as instance:
+        storage = instance.event_log_storage
+        claimed = []
+        for step in range(rounds):
+            barrier.wait()
+            claimed.append(storage.claim_concurrency_slot(WAREHOUSE_POOL, run_id, f"step_{step}").is_claimed)
+            barrier.wait()
+            storage.free_concurrency_slots_for_run(run_id)
+        results.put(claimed)
+
+
+def test_two_processes_claiming_at_once_never_both_hold_the_one_slot(home: Path):
+    # Dagster's own SQLite storage loses this race in roughly a third of the rounds.
+    with dg.DagsterInstance.get() as instance:
+        instance.event_log_storage.set_concurrency_slots(WAREHOUSE_POOL, 1)
+    rounds = 40
+    spawn = multiprocessing.get_context("spawn")
+    barrier, results = spawn.Barrier(2), spawn.Queue()
+    racers = [spawn.Process(target=claim_in_rounds, args=(f"run_{i}", rounds, barrier, results)) for i in range(2)]
+    for racer in racers:
+        racer.start()
+    first, second = results.get(timeout=300), results.get(timeout=300)
+    for racer in racers:
+        racer.join()
+    assert not any(a and b for a, b in zip(first, second)), "both processes held the pool's one slot"
+    # One of them got it each time: the lock serializes claims, it does not refuse them.
+    assert all(a or b for a, b in zip(first, second))
 
 
 def test_a_killed_run_does_not_hold_the_pool_forever(seeds_copy: Path, tmp_path: Path, home: Path):
