@@ -249,7 +249,8 @@ def run_variant(variant: str, landing: Path, out: Path) -> dict:
         run = run_child(core + (["--exact-only", "--no-enrich"] if variant == "core_exact" else []))
         result = json.loads(run["stdout"].strip().splitlines()[-1])
         rows = result["rows"]
-        counts = {"records": rows.get("raw_records"), "papers": rows.get("papers"), "stages": result["stages"]}
+        counts = {"records": rows.get("raw_records"), "papers": rows.get("papers"), "stages": result["stages"],
+                  "stage_rss_mb": result.get("stage_rss_mb", {})}
     elif variant == "cli":
         home = Path(tempfile.mkdtemp(prefix="dagster_home_", dir=out.parent))
         try:
@@ -264,7 +265,7 @@ def run_variant(variant: str, landing: Path, out: Path) -> dict:
 
 def summarize_runs(runs: list[dict]) -> dict:
     """Medians over repeated runs (stages stage by stage); counts from the last run."""
-    summary = {key: value for key, value in runs[-1].items() if key not in ("wall", "cpu", "rss_mb", "stages")}
+    summary = {key: value for key, value in runs[-1].items() if key not in ("wall", "cpu", "rss_mb", "stages", "stage_rss_mb")}
     summary["wall"] = statistics.median(r["wall"] for r in runs)
     summary["cpu"] = statistics.median(r["cpu"] for r in runs)
     summary["rss_mb"] = statistics.median(r["rss_mb"] for r in runs)
@@ -272,6 +273,10 @@ def summarize_runs(runs: list[dict]) -> dict:
     if "stages" in runs[-1]:
         names = list(dict.fromkeys(name for r in runs for name in r["stages"]))
         summary["stages"] = {name: statistics.median(r["stages"].get(name, 0.0) for r in runs) for name in names}
+        summary["stage_rss_mb"] = {
+            name: statistics.median(r["stage_rss_mb"][name] for r in runs if name in r.get("stage_rss_mb", {}))
+            for name in names if any(name in r.get("stage_rss_mb", {}) for r in runs)
+        }
     return summary
 
 
@@ -374,6 +379,17 @@ def print_stages(results: dict) -> None:
             headers.append("us/rec largest/smallest")
         print(f"{variant}: seconds and microseconds per record, per stage")
         print(table(headers, rows))
+        print()
+        rss_rows = [
+            [name] + [
+                f"{r['stage_rss_mb'][name]:,.0f} ({r['stage_rss_mb'][name] / (results['sizes'][n]['input_bytes'] / MB):.2f}x input)"
+                if name in r.get("stage_rss_mb", {}) else "-"
+                for n, r in per_size.items()
+            ]
+            for name in names
+        ]
+        print(f"{variant}: peak RSS MB during each stage (the process's, so it includes what earlier stages still hold)")
+        print(table(["stage"] + [size_label(int(n)) for n in per_size], rss_rows))
         print()
 
 

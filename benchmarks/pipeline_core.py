@@ -1,11 +1,12 @@
 """This project's pipeline core, in process and without Dagster: every stage function the assets
 call, in the asset graph's order, handing tables over as the Dagster run does (each staged as
-Parquet and read back as a scan, files parsed a batch at a time), with each stage's wall time.
+Parquet and read back as a scan, files parsed a batch at a time), with each stage's wall time
+and the process's peak resident memory during it.
 
     python benchmarks/pipeline_core.py LANDING WAREHOUSE [--exact-only] [--no-enrich] [--no-validate]
 
-Prints one JSON object: ``{"stages": {stage: seconds}, "rows": {table: rows}}``. Run it as a child
-process to read its peak RSS (pipeline_bench.py does).
+Prints one JSON object: ``{"stages": {stage: seconds}, "stage_rss_mb": {stage: MB}, "rows":
+{table: rows}}``. Run it as a child process to read its peak RSS (pipeline_bench.py does).
 """
 
 import argparse
@@ -28,16 +29,37 @@ from etl_project.quality.runner import run_suite
 LANDING_TABLES = ("source_files", "raw_records", "rejected_records", "records")
 
 
+def reset_peak_rss() -> bool:
+    """Start a new high-water mark of this process's resident memory (Linux; False elsewhere)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as handle:
+            handle.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_rss_mb() -> float:
+    """The resident memory high-water mark since the last reset_peak_rss, in MB."""
+    with open("/proc/self/status") as handle:
+        kb = next(int(line.split()[1]) for line in handle if line.startswith("VmHWM:"))
+    return kb * 1024 / 1e6
+
+
 def run_core(landing: Path, warehouse: Path, near: bool = True, enrich: bool = True, validate: bool = True) -> dict:
     stages: dict[str, float] = {}
+    stage_rss: dict[str, float] = {}
     staged = warehouse / ".stage" / "core"
     shutil.rmtree(staged, ignore_errors=True)
 
     @contextmanager
     def timed(name: str):
+        measured = reset_peak_rss()
         started = time.perf_counter()
         yield
         stages[name] = stages.get(name, 0.0) + time.perf_counter() - started
+        if measured:
+            stage_rss[name] = max(stage_rss.get(name, 0.0), peak_rss_mb())
 
     def keep(name: str, frame: pl.DataFrame | pl.LazyFrame) -> pl.LazyFrame:
         """Stage a table and hand back its scan, as the run's IO manager does."""
@@ -87,7 +109,7 @@ def run_core(landing: Path, warehouse: Path, near: bool = True, enrich: bool = T
             raise RuntimeError("; ".join(problems))
         release = publish.publish(tables, warehouse, publish.new_release_id())
     shutil.rmtree(staged, ignore_errors=True)
-    return {"stages": stages, "rows": release.row_counts}
+    return {"stages": stages, "stage_rss_mb": stage_rss, "rows": release.row_counts}
 
 
 def main(argv=None) -> None:
