@@ -251,6 +251,8 @@ def run_variant(variant: str, landing: Path, out: Path) -> dict:
         rows = result["rows"]
         counts = {"records": rows.get("raw_records"), "papers": rows.get("papers"), "stages": result["stages"],
                   "stage_rss_mb": result.get("stage_rss_mb", {})}
+        # The core resets its high-water mark per stage, which wait4 then reports from the last reset.
+        run["rss_mb"] = max(run["rss_mb"], result.get("peak_rss_mb") or 0.0)
     elif variant == "cli":
         home = Path(tempfile.mkdtemp(prefix="dagster_home_", dir=out.parent))
         try:

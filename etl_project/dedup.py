@@ -33,86 +33,98 @@ def _paper_ids(keys: pl.Series) -> pl.Series:
     return pl.Series([paper_id_of(k) for k in keys], dtype=pl.String)
 
 
-def near_groups(keys: pl.Series, near: NearConfig | None = DEFAULT_NEAR) -> pl.DataFrame:
-    """For distinct ``keys`` in order of first occurrence: the ``paper_id`` of each one's paper
-    (XXH3-64 of its canonical key), its ``similarity`` to the canonical and whether it was merged
-    by near matching (``near``). Keys are hashed once each and never copied: ids are gathered by
-    position, not joined on the (long) keys."""
-    schema = {"index": pl.Int64, "canonical": pl.Int64, "similarity": pl.Float64}
-    merged = near_duplicates(keys, near) if near else pl.DataFrame(schema=schema)
-    return (
-        pl.DataFrame({"own_id": _paper_ids(keys)})
-        .with_row_index("index")
-        .with_columns(pl.col("index").cast(pl.Int64))
-        .join(merged, on="index", how="left", maintain_order="left")
-        .select(
-            dedup_key=keys,
-            paper_id=pl.col("own_id").gather(pl.col("canonical").fill_null(pl.col("index"))),
-            similarity=pl.col("similarity").fill_null(1.0),
-            near=pl.col("canonical").is_not_null() & (pl.col("canonical") != pl.col("index")),
-        )
+def _rows_of(records: pl.LazyFrame, rows: pl.Series, columns: list[str]) -> pl.DataFrame:
+    """``columns`` of the records at ``rows`` (positions in ``records``), in the order of ``rows``.
+    Streams the scan and keeps only those rows; when ``rows`` is ascending, as it is for input
+    in (source_file, ordinal) order, nothing long is moved afterwards."""
+    found = (
+        records.with_row_index("_row")
+        .filter(pl.col("_row").is_in(rows))
+        .select("_row", *columns)
+        .collect(engine="streaming")
     )
+    if not found["_row"].is_sorted():
+        found = found.sort("_row")
+    if not rows.is_sorted():
+        found = found[rows.rank("ordinal").cast(pl.Int64) - 1]
+    return found.drop("_row")
 
 
 def deduplicate(records: pl.DataFrame | pl.LazyFrame, near: NearConfig | None = DEFAULT_NEAR) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Exact then near dedup (``near=None``: exact only); returns ``(papers, paper_occurrences)``.
 
-    Memory: only the ids and keys of all records are held; texts are read for canonical records
-    only (``records`` may be a scan of staged Parquet)."""
-    keys = records.lazy().select("record_id", "source_file", "ordinal", "dedup_key").collect()
-    # Each record's position in (source_file, ordinal) order, found without moving the long keys:
+    Memory: the keys are grouped by a 128-bit hash, never held for every record; the long
+    columns are read back only for the rows that need them (one key per exact group for near
+    matching, the canonical record's text and key per paper). ``records`` may be a scan."""
+    records = records.lazy()
+    # Two independently seeded 64-bit hashes per key: a collision between two of n distinct keys
+    # has odds of about n²/2^129 (1e-25 for ten million keys), far below any hardware error rate.
+    keys = records.select(
+        "record_id", "source_file", "ordinal",
+        key_a=pl.col("dedup_key").hash(seed=0x9E3779B97F4A7C15), key_b=pl.col("dedup_key").hash(seed=0x632BE59BD9B4E019),
+    ).collect()
+    # Each record's position in (source_file, ordinal) order, found without sorting the table:
     # the inverse of the sorting permutation.
     keys = keys.with_columns(
-        position=pl.arg_sort_by("source_file", "ordinal").arg_sort().cast(pl.UInt32)
-    ).with_columns(first=pl.col("position").min().over("dedup_key"))  # the key's earliest record
-    firsts = keys.select(pl.int_range(pl.len()).alias("row"), "position", "first").filter(
-        pl.col("position") == pl.col("first")
-    ).sort("position")
-    representatives = pl.DataFrame({"position": firsts["position"], "dedup_key": keys["dedup_key"].gather(firsts["row"])})
-    keys = keys.drop("dedup_key").sort("position")  # the keys are held once, by the representatives
-    groups = near_groups(representatives["dedup_key"], near).select(
-        "paper_id", "similarity", "near", first=representatives["position"]
+        row=pl.int_range(pl.len(), dtype=pl.UInt32),
+        position=pl.arg_sort_by("source_file", "ordinal").arg_sort().cast(pl.UInt32),
+    ).with_columns(first=pl.col("position").min().over("key_a", "key_b")).drop("key_a", "key_b")
+    # One representative per exact group, its earliest record, in (source_file, ordinal) order.
+    representatives = keys.filter(pl.col("position") == pl.col("first")).select("row", "position").sort("position")
+    schema = {"index": pl.Int64, "canonical": pl.Int64, "similarity": pl.Float64}
+    merged = (
+        near_duplicates(_rows_of(records, representatives["row"], ["dedup_key"]).to_series(), near)
+        if near and representatives.height else pl.DataFrame(schema=schema)
     )
-    linked = keys.lazy().join(groups.lazy(), on="first", how="left", maintain_order="left")
-    occurrences = linked.select(
-        "paper_id", "record_id", "source_file", "ordinal",
-        match_kind=pl.when(pl.col("near")).then(pl.lit("near"))
-        .when(pl.col("position") == pl.col("first")).then(pl.lit("canonical"))
-        .otherwise(pl.lit("exact")),
-        similarity=pl.col("similarity"),
-    ).collect()
+    # A near cluster is named by its canonical (earliest) representative.
+    groups = (
+        representatives.with_row_index("index").with_columns(pl.col("index").cast(pl.Int64))
+        .join(merged, on="index", how="left", maintain_order="left")
+        .select(
+            first="position",
+            cluster=pl.col("position").gather(pl.col("canonical").fill_null(pl.col("index"))),
+            similarity=pl.col("similarity").fill_null(1.0),
+            near=pl.col("canonical").is_not_null() & (pl.col("canonical") != pl.col("index")),
+        )
+    )
+    linked = keys.sort("position").join(groups, on="first", how="left", maintain_order="left")
+    del keys, representatives, groups
     per_paper = (
-        linked.group_by("paper_id")
+        linked.lazy().group_by("cluster")
         .agg(
-            position=pl.col("position").min(),  # the canonical record: first by (source_file, ordinal)
             occurrence_count=pl.len().cast(pl.Int64),
             source_count=pl.col("source_file").n_unique().cast(pl.Int64),
             variant_count=pl.col("first").n_unique().cast(pl.Int64),  # one first record per distinct key
             sources=pl.col("source_file").unique().sort(),
         )
+        # The canonical record: the cluster's earliest, which is where it is named.
         .join(
-            keys.lazy().select(
-                "position", first_source_file="source_file", first_ordinal="ordinal", canonical_record_id="record_id"
+            linked.lazy().select(
+                cluster="position", canonical_row="row", first_source_file="source_file", first_ordinal="ordinal",
+                canonical_record_id="record_id",
             ),
-            on="position",
+            on="cluster",
         )
-        .join(representatives.lazy(), on="position")  # a canonical record is its key's first
+        .sort("cluster")
         .collect()
     )
-    del keys, linked, representatives
-    texts = (
-        records.lazy()
-        .select(canonical_record_id="record_id", abstract="text", word_count="word_count", char_count="char_count")
-        .join(per_paper.lazy().select("canonical_record_id"), on="canonical_record_id", how="semi")
-        .collect(engine="streaming")
+    canonical = _rows_of(records, per_paper["canonical_row"], ["text", "dedup_key", "word_count", "char_count"])
+    per_paper = per_paper.with_columns(paper_id=_paper_ids(canonical["dedup_key"]))
+    papers = pl.concat([per_paper, canonical.rename({"text": "abstract"})], how="horizontal").select(
+        "paper_id", "abstract", "dedup_key", "word_count", "char_count", "occurrence_count", "source_count",
+        "variant_count", "first_source_file", "first_ordinal", "canonical_record_id", "sources",
     )
-    papers = (
-        per_paper.join(texts, on="canonical_record_id")
-        .sort("first_source_file", "first_ordinal")
+    occurrences = (
+        linked.lazy()
+        .join(per_paper.lazy().select("cluster", "paper_id"), on="cluster", how="left", maintain_order="left")
         .select(
-            "paper_id", "abstract", "dedup_key", "word_count", "char_count", "occurrence_count", "source_count",
-            "variant_count", "first_source_file", "first_ordinal", "canonical_record_id", "sources",
+            "paper_id", "record_id", "source_file", "ordinal",
+            match_kind=pl.when(pl.col("near")).then(pl.lit("near"))
+            .when(pl.col("position") == pl.col("first")).then(pl.lit("canonical"))
+            .otherwise(pl.lit("exact")),
+            similarity=pl.col("similarity"),
         )
+        .collect()
     )
     return papers, occurrences
 

@@ -47,3 +47,18 @@ def test_source_overlap():
         ("b", "c", 1, 2, 1),
     ]
     assert overlap["jaccard"].to_list() == [1.0, 0.5, 0.5]
+
+
+def test_same_result_from_a_scan_and_from_any_row_order(tmp_path):
+    # Long columns are read back by row number: from a Parquet scan in file order (no reordering
+    # needed) and from frames in any other order, the papers and occurrences must be the same.
+    stems = ["We propose “X” for graphs.", "Another abstract here.", "A third one, quite different.", "WE PROPOSE “X” FOR GRAPHS."]
+    rows = [(f"f{i % 7}.txt", i // 7 + 1, f"{stems[i % 4]} {['', 'v2'][i % 3 == 0]}".strip()) for i in range(60)]
+    in_order = normalized_records(sorted(rows)).sort("source_file", "ordinal")
+    in_order.write_parquet(tmp_path / "records.parquet")
+    for near in (None, dedup.DEFAULT_NEAR):
+        expected = dedup.deduplicate(in_order, near)
+        assert expected[0].height < 8 and expected[1].height == 60  # duplicates were merged
+        for records in (pl.scan_parquet(tmp_path / "records.parquet"), in_order.reverse(), in_order.sample(fraction=1.0, shuffle=True, seed=3)):
+            papers, occurrences = dedup.deduplicate(records, near)
+            assert papers.equals(expected[0]) and occurrences.equals(expected[1])
