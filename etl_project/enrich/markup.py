@@ -104,18 +104,20 @@ def with_plain_text(frame: pl.DataFrame | pl.LazyFrame, source: str, target: str
     """``frame`` with ``target`` = ``plain_text(source)``. Only rows holding a character some
     rule needs (``_MARKUP``) go through the forty-odd markup passes; the others get only the final
     tidying, which is all ``plain_text`` does to them. Same result, several times cheaper on
-    mostly plain abstracts."""
-    rows = frame.lazy().with_row_index("_row")
+    mostly plain abstracts. Only ``source`` is split and put back in order: the frame's other
+    (long) columns are never copied."""
+    frame = frame.collect() if isinstance(frame, pl.LazyFrame) else frame
+    texts = frame.lazy().select(source).with_row_index("_row")
     marked = pl.col(source).str.contains(_MARKUP).fill_null(False)
-    return (
+    plain = (
         pl.concat([
-            rows.filter(marked).with_columns(plain_text(pl.col(source)).alias(target)),
-            rows.filter(~marked).with_columns(_tidy(pl.col(source)).alias(target)),
+            texts.filter(marked).select("_row", plain_text(pl.col(source)).alias(target)),
+            texts.filter(~marked).select("_row", _tidy(pl.col(source)).alias(target)),
         ])
         .sort("_row")
-        .drop("_row")
         .collect()
     )
+    return frame.with_columns(plain[target])
 
 
 def _tidy(text: pl.Expr) -> pl.Expr:
