@@ -8,7 +8,9 @@ generated once into ``<work>/corpus_<n>/landing/`` (``labels.csv`` moved next to
 landing folder) and reused; ``--corpus-dir DIR`` reuses ``DIR/c<n>`` when it exists instead.
 
 Every variant runs as a child process: wall time is measured around the child and peak RSS is the
-child's own ``ru_maxrss`` from ``os.wait4``. The output folder is emptied before each run.
+child's own ``ru_maxrss`` from ``os.wait4`` (for the core, which resets its high-water mark at
+each stage to report per-stage peaks, the highest of those). The output folder is emptied
+before each run.
 
   duckdb_peer  the ETL a user would write as one DuckDB SQL script instead of this project:
                read_text, split paragraphs with a regex, normalize with lower/regexp_replace,
@@ -22,7 +24,8 @@ child's own ``ru_maxrss`` from ``os.wait4``. The output folder is emptied before
 
 Printed: per size and variant wall time, MB/s, records/s, peak RSS and RSS / input size; the
 peer's time over the core's; per-stage seconds and microseconds per record of the core (with
-the per-record ratio largest/smallest size, to show superlinear stages); RSS growth per size.
+the per-record ratio largest/smallest size, to show superlinear stages) and its peak RSS during
+each stage; RSS growth per size.
 Then, on the bundled seeds: `etl-project run` against Dagster's floor (an in-process
 materialization of do-nothing assets and checks shaped like the project's asset graph), and the
 import time of ``etl_project.definitions``.
