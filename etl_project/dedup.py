@@ -57,18 +57,16 @@ def deduplicate(records: pl.DataFrame | pl.LazyFrame, near: NearConfig | None = 
     columns are read back only for the rows that need them (one key per exact group for near
     matching, the canonical record's text and key per paper). ``records`` may be a scan."""
     records = records.lazy()
-    # Two independently seeded 64-bit hashes per key: a collision between two of n distinct keys
-    # has odds of about n²/2^129 (1e-25 for ten million keys), far below any hardware error rate.
     keys = records.select(
         "record_id", "source_file", "ordinal",
-        key_a=pl.col("dedup_key").hash(seed=0x9E3779B97F4A7C15), key_b=pl.col("dedup_key").hash(seed=0x632BE59BD9B4E019),
+        *_text_hash("dedup_key"),
     ).collect()
     # Each record's position in (source_file, ordinal) order, found without sorting the table:
     # the inverse of the sorting permutation.
     keys = keys.with_columns(
         row=pl.int_range(pl.len(), dtype=pl.UInt32),
         position=pl.arg_sort_by("source_file", "ordinal").arg_sort().cast(pl.UInt32),
-    ).with_columns(first=pl.col("position").min().over("key_a", "key_b")).drop("key_a", "key_b")
+    ).with_columns(first=pl.col("position").min().over("hash_a", "hash_b")).drop("hash_a", "hash_b")
     # One representative per exact group, its earliest record, in (source_file, ordinal) order.
     representatives = keys.filter(pl.col("position") == pl.col("first")).select("row", "position").sort("position")
     schema = {"index": pl.Int64, "canonical": pl.Int64, "similarity": pl.Float64}
@@ -212,19 +210,56 @@ def difference_excerpt(canonical: str, member: str, context: int = 5, max_change
     return " ".join(parts) if parts else "(same words; differs only in case, spacing or symbols)"
 
 
-def variant_texts(papers: pl.DataFrame, occurrences: pl.DataFrame, records: pl.DataFrame) -> pl.DataFrame:
+def variant_texts(papers: pl.DataFrame | pl.LazyFrame, occurrences: pl.DataFrame | pl.LazyFrame, records: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """``(paper_id, abstract)`` for every distinct text of every paper: the canonical abstract
     first, then the texts of its other records in (source_file, ordinal) order. A near duplicate
-    can carry what its canonical lacks (a "Code is available at ..." line, say)."""
+    can carry what its canonical lacks (a "Code is available at ..." line, say).
+
+    Texts are told apart by a 128-bit hash (as dedup keys are), so of the other records only the
+    texts that are kept are ever held."""
+    papers_texts = papers.lazy().select("paper_id", "abstract").collect()
     others = (
         occurrences.lazy()
         .filter(pl.col("match_kind") != "canonical")
-        .join(records.lazy().select("record_id", abstract="text"), on="record_id")
+        .select("paper_id", "record_id", "source_file", "ordinal")
+        .join(records.lazy().select("record_id", *_text_hash("text")), on="record_id")
         .sort("source_file", "ordinal")
+        .select("paper_id", "record_id", "hash_a", "hash_b")
+    )
+    kept = (
+        pl.concat([
+            papers_texts.lazy().select("paper_id", *_text_hash("abstract"), record_id=pl.lit(None, pl.String)),
+            others.select("paper_id", "hash_a", "hash_b", "record_id"),
+        ])
+        .with_row_index("_order")
+        .unique(["paper_id", "hash_a", "hash_b"], keep="first", maintain_order=True)
+        .select("_order", "paper_id", "record_id")
+        .collect(engine="streaming")  # the texts are hashed as they stream by
+    )
+    paper_rows = papers_texts.height
+    own = kept.filter(pl.col("_order") < paper_rows)["_order"]
+    if own.len() < paper_rows:  # only when papers repeat a (paper_id, abstract)
+        papers_texts = papers_texts[own]
+    other_texts = (
+        records.lazy().select("record_id", abstract="text").join(kept.lazy(), on="record_id", how="semi")
+        .collect(engine="streaming")
+    )
+    return pl.concat([
+        papers_texts,
+        kept.lazy()
+        .filter(pl.col("_order") >= paper_rows)
+        .join(other_texts.lazy(), on="record_id", how="left", maintain_order="left")
         .select("paper_id", "abstract")
-    )
-    return (
-        pl.concat([papers.lazy().select("paper_id", "abstract"), others])
-        .unique(["paper_id", "abstract"], keep="first", maintain_order=True)
-        .collect()
-    )
+        .collect(),
+    ])
+
+
+def _text_hash(column: str) -> list[pl.Expr]:
+    """Two independently seeded 64-bit hashes of a text column (``hash_a``, ``hash_b``), to tell
+    texts apart without holding them: a collision between two of n distinct texts has odds of
+    about n²/2^129 (1e-25 for ten million), far below any hardware error rate. Within one
+    process only (Polars' hash is not stable across versions); never stored."""
+    return [
+        pl.col(column).hash(seed=0x9E3779B97F4A7C15).alias("hash_a"),
+        pl.col(column).hash(seed=0x632BE59BD9B4E019).alias("hash_b"),
+    ]

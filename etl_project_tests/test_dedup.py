@@ -62,3 +62,25 @@ def test_same_result_from_a_scan_and_from_any_row_order(tmp_path):
         for records in (pl.scan_parquet(tmp_path / "records.parquet"), in_order.reverse(), in_order.sample(fraction=1.0, shuffle=True, seed=3)):
             papers, occurrences = dedup.deduplicate(records, near)
             assert papers.equals(expected[0]) and occurrences.equals(expected[1])
+
+
+def test_variant_texts_are_each_papers_distinct_texts_canonical_first():
+    # Same key, other text (case, quotes): exact duplicates whose texts still differ.
+    rows = [("b.txt", 1, "We propose “X”."), ("a.txt", 2, 'We propose "X".'), ("c.txt", 5, "WE PROPOSE “X”."),
+            ("a.txt", 1, "Another abstract."), ("b.txt", 2, "Another abstract."), ("c.txt", 1, "We propose “X”.")]
+    records = normalized_records(rows)
+    papers, occurrences = dedup.deduplicate(records)
+    expected, seen = [], set()
+    for pair in papers.select("paper_id", "abstract").iter_rows():
+        expected.append(pair)
+        seen.add(pair)
+    text_of = dict(records.select("record_id", "text").iter_rows())
+    others = occurrences.filter(pl.col("match_kind") != "canonical").sort("source_file", "ordinal")
+    for paper_id, record_id in others.select("paper_id", "record_id").iter_rows():
+        if (paper_id, text_of[record_id]) not in seen:
+            expected.append((paper_id, text_of[record_id]))
+            seen.add((paper_id, text_of[record_id]))
+    assert len(expected) == 4  # two papers; one of them written three ways
+    assert dedup.variant_texts(papers, occurrences, records).rows() == expected
+    shuffled = occurrences.sample(fraction=1.0, shuffle=True, seed=1)
+    assert dedup.variant_texts(papers.lazy(), shuffled.lazy(), records.reverse().lazy()).rows() == expected
