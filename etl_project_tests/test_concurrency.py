@@ -85,7 +85,7 @@ def claim_in_rounds(run_id: str, rounds: int, barrier, results) -> None:
 
 
 def test_two_processes_claiming_at_once_never_both_hold_the_one_slot(home: Path):
-    # Dagster's own SQLite storage loses this race in roughly a third of the rounds.
+    # Dagster's own SQLite storage lost this race in over a third of the rounds.
     with dg.DagsterInstance.get() as instance:
         instance.event_log_storage.set_concurrency_slots(WAREHOUSE_POOL, 1)
     rounds = 40
