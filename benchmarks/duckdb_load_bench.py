@@ -41,6 +41,8 @@ def main() -> None:
                         help="DuckDB's force_compression: auto (its choice, FSST for long strings) or e.g. uncompressed")
     args = parser.parse_args()
     tables = [t for t in args.tables if (args.parquet_dir / f"{t}.parquet").exists()]
+    if not tables:
+        parser.error(f"none of {', '.join(args.tables)} is in {args.parquet_dir} as <table>.parquet")
 
     persisted, in_memory, file_mb = [], [], []
     for _ in range(args.repeat):

@@ -52,11 +52,14 @@ def run_pipeline(seeds: Path | None, warehouse: Path | None, full: bool = False)
 
     import dagster as dg
 
-    from etl_project.defs import launch
+    from etl_project.defs import instance_storage, launch
     from etl_project.definitions import ETL_JOB, defs
 
     with launch.home_lock(home):  # the first use of a new home creates its database
         instance = dg.DagsterInstance.get()
+    if not instance_storage.serializes_slots(instance):
+        print(f"warning: {home / 'dagster.yaml'} does not use the project's storage; two runs at once may both "
+              f"take the pool's one slot. Copy its `storage:` section from {settings.instance_settings()}.", file=sys.stderr)
     with instance:
         try:
             plan, result = launch.run_in_process(

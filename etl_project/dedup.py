@@ -33,21 +33,26 @@ def _paper_ids(keys: pl.Series) -> pl.Series:
     return pl.Series([paper_id_of(k) for k in keys], dtype=pl.String)
 
 
-def _rows_of(records: pl.LazyFrame, rows: pl.Series, columns: list[str]) -> pl.DataFrame:
+def _rows_of(records: pl.LazyFrame, rows: pl.Series, record_ids: pl.Series, columns: list[str]) -> pl.DataFrame:
     """``columns`` of the records at ``rows`` (positions in ``records``), in the order of ``rows``.
     Streams the scan and keeps only those rows; when ``rows`` is ascending, as it is for input
-    in (source_file, ordinal) order, nothing long is moved afterwards."""
+    in (source_file, ordinal) order, nothing long is moved afterwards. ``record_ids`` are the ids
+    an earlier read found at those rows: ``records`` must give its rows in the same order every
+    time it is read (a DataFrame or a Parquet scan does), and a mismatch is an error, not a
+    silently wrong text."""
     found = (
         records.with_row_index("_row")
-        .filter(pl.col("_row").is_in(rows))
-        .select("_row", *columns)
+        .join(pl.LazyFrame({"_row": rows}), on="_row", how="semi")
+        .select("_row", "record_id", *columns)
         .collect(engine="streaming")
     )
     if not found["_row"].is_sorted():
         found = found.sort("_row")
     if not rows.is_sorted():
         found = found[rows.rank("ordinal").cast(pl.Int64) - 1]
-    return found.drop("_row")
+    if not found["record_id"].equals(record_ids, check_names=False, check_dtypes=False):
+        raise RuntimeError("records gave its rows in another order on a second read; deduplicate needs a stable order")
+    return found.select(columns)
 
 
 def deduplicate(records: pl.DataFrame | pl.LazyFrame, near: NearConfig | None = DEFAULT_NEAR) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -68,10 +73,10 @@ def deduplicate(records: pl.DataFrame | pl.LazyFrame, near: NearConfig | None = 
         position=pl.arg_sort_by("source_file", "ordinal").arg_sort().cast(pl.UInt32),
     ).with_columns(first=pl.col("position").min().over("hash_a", "hash_b")).drop("hash_a", "hash_b")
     # One representative per exact group, its earliest record, in (source_file, ordinal) order.
-    representatives = keys.filter(pl.col("position") == pl.col("first")).select("row", "position").sort("position")
+    representatives = keys.filter(pl.col("position") == pl.col("first")).select("row", "position", "record_id").sort("position")
     schema = {"index": pl.Int64, "canonical": pl.Int64, "similarity": pl.Float64}
     merged = (
-        near_duplicates(_rows_of(records, representatives["row"], ["dedup_key"]).to_series(), near)
+        near_duplicates(_rows_of(records, representatives["row"], representatives["record_id"], ["dedup_key"]).to_series(), near)
         if near and representatives.height else pl.DataFrame(schema=schema)
     )
     # A near cluster is named by its canonical (earliest) representative.
@@ -106,7 +111,9 @@ def deduplicate(records: pl.DataFrame | pl.LazyFrame, near: NearConfig | None = 
         .sort("cluster")
         .collect()
     )
-    canonical = _rows_of(records, per_paper["canonical_row"], ["text", "dedup_key", "word_count", "char_count"])
+    canonical = _rows_of(
+        records, per_paper["canonical_row"], per_paper["canonical_record_id"], ["text", "dedup_key", "word_count", "char_count"]
+    )
     per_paper = per_paper.with_columns(paper_id=_paper_ids(canonical["dedup_key"]))
     papers = pl.concat([per_paper, canonical.rename({"text": "abstract"})], how="horizontal").select(
         "paper_id", "abstract", "dedup_key", "word_count", "char_count", "occurrence_count", "source_count",

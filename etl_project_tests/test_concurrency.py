@@ -14,7 +14,7 @@ import duckdb
 import pytest
 
 from etl_project import settings
-from etl_project.defs import launch
+from etl_project.defs import instance_storage, launch
 from etl_project.defs.partitions import WAREHOUSE_POOL
 
 CLI = Path(sys.executable).with_name("etl-project")
@@ -90,8 +90,10 @@ def test_two_processes_claiming_at_once_never_both_hold_the_one_slot(home: Path)
         instance.event_log_storage.set_concurrency_slots(WAREHOUSE_POOL, 1)
     rounds = 40
     spawn = multiprocessing.get_context("spawn")
-    barrier, results = spawn.Barrier(2), spawn.Queue()
-    racers = [spawn.Process(target=claim_in_rounds, args=(f"run_{i}", rounds, barrier, results)) for i in range(2)]
+    barrier, results = spawn.Barrier(2, timeout=120), spawn.Queue()  # a crashed racer must not hang the other
+    racers = [
+        spawn.Process(target=claim_in_rounds, args=(f"run_{i}", rounds, barrier, results), daemon=True) for i in range(2)
+    ]
     for racer in racers:
         racer.start()
     first, second = results.get(timeout=300), results.get(timeout=300)
@@ -122,3 +124,13 @@ def test_a_killed_run_does_not_hold_the_pool_forever(seeds_copy: Path, tmp_path:
 
     with dg.DagsterInstance.get() as instance:
         assert instance.get_run_by_id(ghost.run_id).status == dg.DagsterRunStatus.FAILURE
+
+
+def test_a_home_without_the_project_storage_is_told_apart(home: Path, tmp_path: Path):
+    with dg.DagsterInstance.get() as instance:
+        assert instance_storage.serializes_slots(instance)
+    stock = tmp_path / "stock_home"
+    stock.mkdir()
+    (stock / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    with dg.DagsterInstance.from_config(str(stock)) as instance:
+        assert not instance_storage.serializes_slots(instance)

@@ -1,4 +1,5 @@
 import polars as pl
+import pytest
 
 from etl_project import dedup
 from etl_project_tests.conftest import normalized_records
@@ -84,3 +85,12 @@ def test_variant_texts_are_each_papers_distinct_texts_canonical_first():
     assert dedup.variant_texts(papers, occurrences, records).rows() == expected
     shuffled = occurrences.sample(fraction=1.0, shuffle=True, seed=1)
     assert dedup.variant_texts(papers.lazy(), shuffled.lazy(), records.reverse().lazy()).rows() == expected
+
+
+def test_reading_rows_back_refuses_records_whose_order_changed():
+    records = normalized_records(ROWS)
+    rows = pl.Series([3, 0], dtype=pl.UInt32)
+    ids = records["record_id"].gather(rows)
+    assert dedup._rows_of(records.lazy(), rows, ids, ["text"])["text"].to_list() == records["text"].gather(rows).to_list()
+    with pytest.raises(RuntimeError, match="another order"):
+        dedup._rows_of(records.reverse().lazy(), rows, ids, ["text"])

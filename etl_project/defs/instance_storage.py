@@ -60,3 +60,11 @@ class SlotLockedSqliteStorage(DagsterSqliteStorage):
     def from_config_value(cls, inst_data, config_value):
         # The parent builds a DagsterSqliteStorage by name, not this class.
         return cls.from_local(inst_data=inst_data, **config_value)
+
+
+def serializes_slots(instance) -> bool:
+    """Whether ``instance`` hands out pool slots safely: this storage, or one that is not
+    Dagster's SQLite storage (a DAGSTER_HOME set up before the project's dagster.yaml had it
+    would silently use the stock one)."""
+    storage = instance.event_log_storage
+    return isinstance(storage, SlotLockedSqliteEventLogStorage) or not isinstance(storage, SqliteEventLogStorage)
