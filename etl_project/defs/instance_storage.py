@@ -7,13 +7,13 @@ lock beside the index database, so the processes sharing a DAGSTER_HOME take tur
 The project's dagster.yaml selects this storage; it is Dagster's own in every other respect.
 """
 
-import contextlib
-import fcntl
 import functools
-import os
+from pathlib import Path
 
 from dagster._core.storage.event_log import SqliteEventLogStorage
 from dagster._core.storage.sqlite_storage import DagsterSqliteStorage
+
+from etl_project.locks import file_lock
 
 
 def _under_slot_lock(method):
@@ -26,15 +26,8 @@ def _under_slot_lock(method):
 
 
 class SlotLockedSqliteEventLogStorage(SqliteEventLogStorage):
-    @contextlib.contextmanager
     def slot_lock(self):
-        os.makedirs(self._base_dir, exist_ok=True)
-        with open(os.path.join(self._base_dir, ".pool_slots.lock"), "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        return file_lock(Path(self._base_dir) / ".pool_slots.lock")
 
     claim_concurrency_slot = _under_slot_lock(SqliteEventLogStorage.claim_concurrency_slot)
     free_concurrency_slot_for_step = _under_slot_lock(SqliteEventLogStorage.free_concurrency_slot_for_step)

@@ -6,15 +6,13 @@ file's partition is deleted and added again, so the files of one run always form
 range of partition keys, and one run (one step per per-file asset) covers them however many.
 """
 
-import contextlib
-import fcntl
 import os
 import socket
 from pathlib import Path
 
 import dagster as dg
 
-from etl_project import landing, stage
+from etl_project import landing, locks, stage
 from etl_project.defs.partitions import LANDING_FILES
 
 PER_FILE_ASSET = "parsed_files"
@@ -115,18 +113,11 @@ def run_in_process(
     return plan, result
 
 
-@contextlib.contextmanager
 def home_lock(dagster_home: Path):
     """One process at a time creates the instance's database, compares the folder with the
     partitions and changes them: two ``etl-project run`` started together must not migrate the
     same new database or delete and re-add each other's partitions."""
-    dagster_home.mkdir(parents=True, exist_ok=True)
-    with open(dagster_home / ".etl_project.lock", "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    return locks.file_lock(dagster_home / ".etl_project.lock")
 
 
 def _process_id(pid: int) -> str | None:
