@@ -13,6 +13,10 @@ WAREHOUSE_ENV = "ETL_WAREHOUSE_DIR"
 MAX_FILE_BYTES_ENV = "ETL_MAX_FILE_BYTES"
 DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
 DUCKDB_MEMORY_ENV = "ETL_DUCKDB_MEMORY_LIMIT"
+CATALOG_ENV = "ETL_CATALOG"
+DATA_PATH_ENV = "ETL_DATA_PATH"
+CATALOG_FILE = "catalog.sqlite"
+DATA_FOLDER = "data"
 # What a publish lets DuckDB hold before it spills to disk: loading and indexing a million
 # records takes no longer under 1 GB, and the run's peak memory stays near the pipeline's own.
 DEFAULT_DUCKDB_MEMORY = "1GB"
@@ -43,6 +47,21 @@ def max_file_bytes() -> int:
 def duckdb_memory_limit() -> str:
     """DuckDB's memory_limit while publishing: ``ETL_DUCKDB_MEMORY_LIMIT`` (e.g. ``4GB``) or 1 GB."""
     return os.environ.get(DUCKDB_MEMORY_ENV, "").strip() or DEFAULT_DUCKDB_MEMORY
+
+
+def catalog(warehouse: Path, explicit: str = "") -> str:
+    """The DuckLake catalog, as DuckLake's ATTACH takes it after ``ducklake:``: an explicit value,
+    ``ETL_CATALOG`` (e.g. ``postgres:dbname=etl host=db``), else the embedded SQLite file
+    ``<warehouse>/catalog.sqlite``."""
+    value = explicit or os.environ.get(CATALOG_ENV, "").strip()
+    return value or f"sqlite:{Path(warehouse) / CATALOG_FILE}"
+
+
+def data_path(warehouse: Path, explicit: str = "") -> str:
+    """Where the lake's Parquet data files live: an explicit value, ``ETL_DATA_PATH`` (a folder,
+    or an object-store URL that DuckDB reads), else ``<warehouse>/data/``. Ends with ``/``."""
+    value = explicit or os.environ.get(DATA_PATH_ENV, "").strip() or str(Path(warehouse) / DATA_FOLDER)
+    return value if value.endswith("/") else value + "/"
 
 
 def default_dagster_home() -> Path:

@@ -6,7 +6,7 @@ import polars as pl
 from etl_project import dedup, ingest, integrity, landing, publish, stage
 from etl_project.defs import launch
 from etl_project.defs.metadata import OWNERS, markdown_table, status_counts, table_metadata
-from etl_project.defs.partitions import LANDING_FILES, ONE_RUN_PER_BATCH, WAREHOUSE_POOL
+from etl_project.defs.partitions import LANDING_FILES, ONE_RUN_PER_BATCH
 from etl_project.defs.resources import EtlSettings
 from etl_project.enrich.markup import with_plain_text
 
@@ -26,7 +26,6 @@ PER_PARTITION_METADATA_LIMIT = 50
     owners=OWNERS,
     partitions_def=LANDING_FILES,
     backfill_policy=ONE_RUN_PER_BATCH,
-    pool=WAREHOUSE_POOL,
 )
 def parsed_files(context: dg.AssetExecutionContext, etl: EtlSettings) -> dg.Output[None]:
     """Each landing file (one partition per file) read, decoded, split into title and paragraphs,
@@ -110,7 +109,6 @@ def split_by_file(tables: dict[str, pl.DataFrame], names: dict[str, str]) -> dic
             kinds={"polars"}, owners=OWNERS, group_name="transform",
         ),
     },
-    pool=WAREHOUSE_POOL,
 )
 def landing_tables(parsed_files: dict[str, pl.LazyFrame]):
     """Every file's tables, from every partition of parsed_files (the files this run did not
@@ -142,7 +140,6 @@ def landing_tables(parsed_files: dict[str, pl.LazyFrame]):
         ),
     },
     group_name="transform",
-    pool=WAREHOUSE_POOL,
 )
 def deduplicated(context: dg.AssetExecutionContext, etl: EtlSettings, records: pl.LazyFrame):
     """Exact, then near-duplicate deduplication of records into papers (etl_project.near_dedup;
@@ -172,7 +169,7 @@ def deduplicated(context: dg.AssetExecutionContext, etl: EtlSettings, records: p
     )
 
 
-@dg.asset(group_name="transform", kinds={"polars"}, owners=OWNERS, pool=WAREHOUSE_POOL)
+@dg.asset(group_name="transform", kinds={"polars"}, owners=OWNERS)
 def source_overlap(paper_occurrences: pl.LazyFrame) -> dg.Output[pl.DataFrame]:
     """For each pair of files sharing papers: how many, and the Jaccard index of their paper sets."""
     frame = dedup.source_overlap(paper_occurrences)
@@ -184,7 +181,6 @@ def source_overlap(paper_occurrences: pl.LazyFrame) -> dg.Output[pl.DataFrame]:
     kinds={"duckdb", "parquet"},
     owners=OWNERS,
     ins={name: dg.AssetIn(name, dagster_type=pl.LazyFrame) for name in PUBLISHED_TABLES},
-    pool=WAREHOUSE_POOL,
 )
 def warehouse(context: dg.AssetExecutionContext, etl: EtlSettings, **tables: pl.LazyFrame) -> dg.MaterializeResult:
     """Publish every table as zstd Parquet (warehouse/parquet/) and into warehouse/warehouse.duckdb,

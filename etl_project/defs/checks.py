@@ -12,7 +12,6 @@ import polars as pl
 
 from etl_project import dedup, publish
 from etl_project.defs.metadata import markdown_table, row_count
-from etl_project.defs.partitions import WAREHOUSE_POOL
 from etl_project.defs.resources import EtlSettings
 from etl_project.quality import suites
 from etl_project.quality.runner import SuiteResult, run_suite
@@ -72,7 +71,7 @@ def check_result(result: SuiteResult) -> dg.AssetCheckResult:
 
 
 @dg.asset_check(
-    asset="source_files", blocking=True, pool=WAREHOUSE_POOL,
+    asset="source_files", blocking=True,
     additional_ins={"raw_records": dg.AssetIn("raw_records"), "rejected_records": dg.AssetIn("rejected_records")},
 )
 def source_files_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, source_files: pl.LazyFrame, raw_records: pl.LazyFrame, rejected_records: pl.LazyFrame):
@@ -81,26 +80,26 @@ def source_files_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings,
     return check_result(run_suite(suites.SOURCE_FILES, suites.source_files_frame(source_files, raw_records, rejected_records), docs_dir(etl, context)))
 
 
-@dg.asset_check(asset="raw_records", blocking=True, pool=WAREHOUSE_POOL)
+@dg.asset_check(asset="raw_records", blocking=True)
 def raw_records_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, raw_records: pl.LazyFrame):
     """record_id unique and not null, ordinals unique per file and >= 1, line spans ordered."""
     return check_result(run_suite(suites.RAW_RECORDS, suites.raw_records_frame(raw_records), docs_dir(etl, context)))
 
 
-@dg.asset_check(asset="records", blocking=True, pool=WAREHOUSE_POOL, additional_ins={"raw_records": dg.AssetIn("raw_records")})
+@dg.asset_check(asset="records", blocking=True, additional_ins={"raw_records": dg.AssetIn("raw_records")})
 def records_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, records: pl.LazyFrame, raw_records: pl.LazyFrame):
     """One normalized record per raw record, each with a non-empty text and dedup key."""
     return check_result(run_suite(suites.records_suite(row_count(raw_records)), suites.records_frame(records), docs_dir(etl, context)))
 
 
-@dg.asset_check(asset="papers", blocking=True, pool=WAREHOUSE_POOL)
+@dg.asset_check(asset="papers", blocking=True)
 def papers_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, papers: pl.LazyFrame):
     """paper_id unique, well-formed, one per key; counts consistent; abstract size sane (mostly)."""
     return check_result(run_suite(suites.PAPERS, suites.papers_frame(papers), docs_dir(etl, context)))
 
 
 @dg.asset_check(
-    asset="paper_occurrences", blocking=True, pool=WAREHOUSE_POOL,
+    asset="paper_occurrences", blocking=True,
     additional_ins={"raw_records": dg.AssetIn("raw_records"), "papers": dg.AssetIn("papers")},
 )
 def paper_occurrences_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, paper_occurrences: pl.LazyFrame, raw_records: pl.LazyFrame, papers: pl.LazyFrame):
@@ -109,7 +108,7 @@ def paper_occurrences_suite(context: dg.AssetCheckExecutionContext, etl: EtlSett
     return check_result(run_suite(suites.PAPER_OCCURRENCES, frame, docs_dir(etl, context)))
 
 
-@dg.asset_check(asset="source_overlap", blocking=True, pool=WAREHOUSE_POOL)
+@dg.asset_check(asset="source_overlap", blocking=True)
 def source_overlap_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, source_overlap: pl.LazyFrame):
     """File pairs unique and ordered, shared counts positive, Jaccard within [0, 1]."""
     return check_result(run_suite(suites.SOURCE_OVERLAP, source_overlap, docs_dir(etl, context)))
@@ -121,7 +120,7 @@ MAX_NEAR_VARIANTS = 20
 
 
 @dg.asset_check(
-    asset="paper_occurrences", blocking=False, pool=WAREHOUSE_POOL,
+    asset="paper_occurrences", blocking=False,
     additional_ins={"papers": dg.AssetIn("papers"), "records": dg.AssetIn("records")},
 )
 def near_duplicate_clusters(paper_occurrences: pl.LazyFrame, papers: pl.LazyFrame, records: pl.LazyFrame):

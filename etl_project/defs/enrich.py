@@ -6,7 +6,6 @@ import polars as pl
 from etl_project import dedup
 from etl_project.defs.checks import check_result, docs_dir
 from etl_project.defs.metadata import OWNERS, markdown_table, row_count, table_metadata
-from etl_project.defs.partitions import WAREHOUSE_POOL
 from etl_project.defs.resources import EtlSettings
 from etl_project.enrich import links, names, topics
 from etl_project.quality import suites
@@ -17,7 +16,7 @@ def _share(part: int, whole: int) -> float:
     return round(part / whole, 4) if whole else 0.0
 
 
-@dg.asset(group_name="enrich", kinds={"polars"}, owners=OWNERS, pool=WAREHOUSE_POOL)
+@dg.asset(group_name="enrich", kinds={"polars"}, owners=OWNERS)
 def paper_links(papers: pl.LazyFrame, paper_occurrences: pl.LazyFrame, records: pl.LazyFrame) -> dg.Output[pl.DataFrame]:
     """Every URL in each paper's texts (the canonical abstract first, then its near-duplicate
     variants, which may carry a link the canonical lacks), trimmed as a linkifier would, with host,
@@ -37,7 +36,7 @@ def paper_links(papers: pl.LazyFrame, paper_occurrences: pl.LazyFrame, records: 
     )
 
 
-@dg.asset(group_name="enrich", kinds={"polars"}, owners=OWNERS, pool=WAREHOUSE_POOL)
+@dg.asset(group_name="enrich", kinds={"polars"}, owners=OWNERS)
 def paper_names(papers: pl.LazyFrame) -> dg.Output[pl.DataFrame]:
     """The names papers give the method, model, benchmark or dataset they introduce ("we propose
     X", "termed X", "X—short for ...", ...), with the pattern that found each and the evidence.
@@ -55,7 +54,7 @@ def paper_names(papers: pl.LazyFrame) -> dg.Output[pl.DataFrame]:
     )
 
 
-@dg.asset(group_name="enrich", kinds={"polars"}, owners=OWNERS, pool=WAREHOUSE_POOL, code_version=f"taxonomy-{topics.taxonomy_version()}")
+@dg.asset(group_name="enrich", kinds={"polars"}, owners=OWNERS, code_version=f"taxonomy-{topics.taxonomy_version()}")
 def paper_topics(papers: pl.LazyFrame) -> dg.Output[pl.DataFrame]:
     """Each paper tagged with every topic of the taxonomy (etl_project/enrich/taxonomy.yaml, or
     $ETL_TAXONOMY) whose patterns its plain text matches, with the matched phrases; 'other' when
@@ -77,27 +76,27 @@ def paper_topics(papers: pl.LazyFrame) -> dg.Output[pl.DataFrame]:
     )
 
 
-@dg.asset_check(asset="papers", blocking=True, pool=WAREHOUSE_POOL)
+@dg.asset_check(asset="papers", blocking=True)
 def papers_plain_text_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, papers: pl.LazyFrame):
     """abstract_plain present and non-empty for every paper; markup left in it is worth a look."""
     return check_result(run_suite(suites.PAPERS_PLAIN_TEXT, suites.papers_plain_text_frame(papers), docs_dir(etl, context)))
 
 
-@dg.asset_check(asset="paper_links", blocking=True, pool=WAREHOUSE_POOL, additional_ins={"papers": dg.AssetIn("papers")})
+@dg.asset_check(asset="paper_links", blocking=True, additional_ins={"papers": dg.AssetIn("papers")})
 def paper_links_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, paper_links: pl.LazyFrame, papers: pl.LazyFrame):
     """One row per URL per paper of an existing paper; URLs well-formed and trimmed, hosts lower
     case, kinds known, forge repositories with an owner."""
     return check_result(run_suite(suites.PAPER_LINKS, suites.paper_links_frame(paper_links, papers), docs_dir(etl, context)))
 
 
-@dg.asset_check(asset="paper_names", blocking=True, pool=WAREHOUSE_POOL, additional_ins={"papers": dg.AssetIn("papers")})
+@dg.asset_check(asset="paper_names", blocking=True, additional_ins={"papers": dg.AssetIn("papers")})
 def paper_names_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, paper_names: pl.LazyFrame, papers: pl.LazyFrame):
     """One row per name per paper of an existing paper; each name found verbatim in its abstract,
     with a known pattern and a plausible length."""
     return check_result(run_suite(suites.PAPER_NAMES, suites.paper_names_frame(paper_names, papers), docs_dir(etl, context)))
 
 
-@dg.asset_check(asset="paper_topics", blocking=True, pool=WAREHOUSE_POOL, additional_ins={"papers": dg.AssetIn("papers")})
+@dg.asset_check(asset="paper_topics", blocking=True, additional_ins={"papers": dg.AssetIn("papers")})
 def paper_topics_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, paper_topics: pl.LazyFrame, papers: pl.LazyFrame):
     """Every paper has a topic, topics come from the taxonomy, 'other' only alone, and every
     taxonomy topic has evidence."""
