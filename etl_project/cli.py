@@ -6,7 +6,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from etl_project import settings
+from etl_project import settings, warehouse_cli
 
 # Step-by-step events stay in the run's log in the UI; the terminal gets warnings and the summary.
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -24,15 +24,10 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--seeds", type=Path, help=f"landing folder (default: ${settings.SEEDS_ENV} or ./seeds of the project)")
     run.add_argument("--warehouse", type=Path, help=f"output folder (default: ${settings.WAREHOUSE_ENV} or ./warehouse of the project)")
     run.add_argument("--full", action="store_true", help="re-parse every file, changed or not (e.g. after an upgrade)")
-    commands.add_parser(
-        "install-fts", help="install DuckDB's full-text-search extension from its package, so search_papers works offline"
-    )
+    warehouse_cli.add_commands(commands)
     args = parser.parse_args(argv)
-    if args.command == "install-fts":
-        from etl_project.warehouse_sql import install_fts
-
-        print(install_fts())
-        return 0
+    if args.command != "run":
+        return args.handler(args)
     return run_pipeline(args.seeds, args.warehouse, args.full)
 
 
@@ -52,14 +47,11 @@ def run_pipeline(seeds: Path | None, warehouse: Path | None, full: bool = False)
 
     import dagster as dg
 
-    from etl_project.defs import instance_storage, launch
+    from etl_project.defs import launch
     from etl_project.definitions import ETL_JOB, defs
 
     with launch.home_lock(home):  # the first use of a new home creates its database
         instance = dg.DagsterInstance.get()
-    if not instance_storage.serializes_slots(instance):
-        print(f"warning: {home / 'dagster.yaml'} does not use the project's storage; two runs at once may both "
-              f"take the pool's one slot. Copy its `storage:` section from {settings.instance_settings()}.", file=sys.stderr)
     with instance:
         try:
             plan, result = launch.run_in_process(
@@ -111,7 +103,8 @@ def summarize(result, plan, instance_home: str) -> str:
     if published and published["files_rejected"]:
         lines.append("refused files:\n" + str(published["refused"]))
     if published:
-        lines.append(f"warehouse:  {published['duckdb']}  and  {published['parquet']}/<table>.parquet")
+        lines.append(f"warehouse:  snapshot {published['snapshot_id']} of {published['catalog']} "
+                     f"(etl-project sql \"FROM papers\", or duckdb -init {published['open_sql']})")
     else:
         lines.append("warehouse:  NOT published (a blocking check failed or a step errored); the previous release stays")
     return "\n".join(lines)

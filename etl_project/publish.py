@@ -1,282 +1,321 @@
-"""Publish: write every table as zstd Parquet and into one DuckDB file, atomically.
+"""Publish: every table of a run into the DuckLake (etl_project.lake) as one snapshot.
 
-Layout of the warehouse folder::
+Each table's rows are written once, by Polars, as a zstd Parquet file under the lake's data path
+(``<data>/main/<table>/etl-<run>-<uuid>.parquet``) and registered in place with
+``ducklake_add_data_files``: nothing is copied. One DuckLake transaction then replaces every
+table's rows, rebuilds the search index and the views, and commits with a message naming the
+Dagster run: a reader sees the previous snapshot or this one, never half of each, and a run that
+fails or is killed before the commit leaves the previous snapshot current. Data files that no
+snapshot lists (a killed run's) are deleted by the next publish, which holds the run lock; files
+that some kept snapshot lists are never touched.
 
-    current           -> .releases/<release_id>      the one switch
-    warehouse.duckdb  -> current/warehouse.duckdb    stable paths for readers
-    parquet           -> current/parquet
-    .releases/<release_id>/   warehouse.duckdb, parquet/<table>.parquet, manifest.json
-
-A release is built aside in ``.releases/<release_id>.partial/``, fsynced, renamed to
-``.releases/<release_id>``, and published by replacing the ``current`` symlink with one atomic
-rename. A reader that resolves a path sees the old release or the new one, DuckDB and Parquet
-from the same release, never half of each. A process killed at any point leaves the previous
-release current; leftovers (a ``.partial`` folder, a release that was never switched to) are
-removed by the next publish.
-
-Readers: a client holding ``warehouse.duckdb`` open keeps its file (and a consistent view) until it
-reconnects; the next connection opens the new release. DuckDB resolves the symlinks, so each
-release's file keeps its own lock and write-ahead log (``.releases/<id>/warehouse.duckdb.wal``): a
-client that opened the file read-write, wrote and died never leaves a log that a newer file
-would replay, and it never blocks a publish. Tables written into ``warehouse.duckdb`` by hand stay
-in that release only; keep your own tables in your own database (``ATTACH`` the warehouse).
-
-Publishes into one folder are serialized by an exclusive ``flock`` on ``.publish.lock`` (the OS
-releases it when the process dies, even by SIGKILL); a publish waits up to ``wait_seconds``
-(``ETL_PUBLISH_WAIT_SECONDS``, default 120) and then fails naming the holder's PID.
-Pruning keeps the newest ``KEEP_RELEASES`` releases, always keeps the current one (whatever its
-name), and skips a release whose DuckDB file another process still holds open read-write.
+History: snapshots are kept for ``ETL_KEEP_SNAPSHOTS`` runs (default 10) or
+``ETL_KEEP_SNAPSHOT_DAYS`` days (default 7), whichever keeps more, then expired and their files
+removed. ``rollback`` makes an earlier snapshot's tables current again as a new snapshot.
 """
 
-import errno
-import fcntl
 import json
 import os
-import re
-import shutil
-import time
-from collections.abc import Mapping
-from concurrent.futures import Executor, ThreadPoolExecutor, wait
+import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import duckdb
 import polars as pl
-import pyarrow.parquet as pq
 
-from etl_project import settings, warehouse_sql
+from etl_project import contract, lake, settings, warehouse_sql
+from etl_project.lake import ALIAS, Lake, quote
 
-DUCKDB_FILE = "warehouse.duckdb"
-PARQUET_LINK = "parquet"
-CURRENT_LINK = "current"
-RELEASES = ".releases"
-LOCK_FILE = ".publish.lock"
-KEEP_RELEASES = 3
-WAIT_ENV = "ETL_PUBLISH_WAIT_SECONDS"
-DEFAULT_WAIT_SECONDS = 120.0
-_PARTIAL = ".partial"
-# Rows per Parquet row group and per DuckDB append: what a publish holds in memory at once.
-CHUNK_ROWS = 100_000
-
-
-@dataclass(frozen=True)
-class Release:
-    release_id: str
-    duckdb_path: Path
-    parquet_dir: Path
-    row_counts: dict[str, int]
-    notes: list[str] = field(default_factory=list)  # things worth a warning in the run's log
+AUTHOR = "etl_project"
+KEEP_SNAPSHOTS_ENV = "ETL_KEEP_SNAPSHOTS"
+KEEP_DAYS_ENV = "ETL_KEEP_SNAPSHOT_DAYS"
+DEFAULT_KEEP_SNAPSHOTS = 10
+DEFAULT_KEEP_DAYS = 7.0
+# What the folder held before the warehouse was a DuckLake: refused, never deleted.
+OLD_LAYOUT = (".releases", "current", "warehouse.duckdb", "parquet")
 
 
 class PublishError(RuntimeError):
     """Publishing could not proceed; the message says why and what to do."""
 
 
-def publish(tables: Mapping[str, pl.DataFrame | pl.LazyFrame], warehouse: Path, release_id: str, wait_seconds: float | None = None) -> Release:
-    """Write ``tables`` as a new release of ``warehouse`` and switch readers to it atomically."""
-    warehouse.mkdir(parents=True, exist_ok=True)
-    releases = warehouse / RELEASES
-    releases.mkdir(exist_ok=True)
-    with _publish_lock(warehouse / LOCK_FILE, _wait_seconds(wait_seconds)):
-        parquet = warehouse / PARQUET_LINK
-        if parquet.exists() and not parquet.is_symlink():  # refused before anything is switched
-            raise PublishError(f"{parquet} is a real file or folder, not a link into the releases; move it away and publish again")
-        notes = _remove_partials(releases)
-        partial = releases / f"{release_id}{_PARTIAL}"
-        (partial / "parquet").mkdir(parents=True)
-        row_counts = _write_release(tables, partial)
-        manifest = {
-            "release_id": release_id,
-            "published_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "tables": row_counts,
-        }
-        (partial / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-        _fsync_tree(partial)
-        os.replace(partial, releases / release_id)
-        _fsync_dir(releases)
-
-        point_link(warehouse / CURRENT_LINK, Path(RELEASES) / release_id)  # the switch
-        notes += _ensure_reader_links(warehouse)
-        _fsync_dir(warehouse)
-        notes += _prune(releases, keep=KEEP_RELEASES, current=release_id)
-    return Release(release_id, warehouse / DUCKDB_FILE, warehouse / PARQUET_LINK, row_counts, notes)
+@dataclass(frozen=True)
+class Published:
+    snapshot_id: int
+    row_counts: dict[str, int]
+    notes: list[str] = field(default_factory=list)  # things worth a warning in the run's log
 
 
-def _write_release(tables: Mapping[str, pl.DataFrame | pl.LazyFrame], partial: Path) -> dict[str, int]:
-    """Every table into ``partial``'s Parquet folder and DuckDB file, then the analysis layer;
-    returns the row counts. Parquet is written on a second thread while DuckDB appends (both
-    release the GIL), so the two writes of a chunk overlap."""
-    with duckdb.connect(str(partial / DUCKDB_FILE)) as con, ThreadPoolExecutor(1, "parquet") as parquet:
-        # Bounded; beyond it DuckDB spills to <file>.tmp beside the file and removes it on close.
-        con.execute("SET memory_limit = ?", [settings.duckdb_memory_limit()])
-        row_counts = {
-            name: _write_table(con, parquet, name, frame.lazy(), partial / "parquet" / f"{name}.parquet")
-            for name, frame in tables.items()
-        }
-        warehouse_sql.create_analysis_layer(con)  # search index, macro and views, inside this release
-        con.execute("CHECKPOINT")
-    return row_counts
+@dataclass(frozen=True)
+class Retention:
+    snapshots: int = DEFAULT_KEEP_SNAPSHOTS
+    days: float = DEFAULT_KEEP_DAYS
+
+    @classmethod
+    def from_env(cls) -> "Retention":
+        return cls(_env_number(KEEP_SNAPSHOTS_ENV, DEFAULT_KEEP_SNAPSHOTS, int), _env_number(KEEP_DAYS_ENV, DEFAULT_KEEP_DAYS, float))
 
 
-def _write_table(con: duckdb.DuckDBPyConnection, parquet: Executor, name: str, frame: pl.LazyFrame, path: Path) -> int:
-    """One table, ``CHUNK_ROWS`` rows at a time, so memory holds a chunk or two rather than the
-    table (the stage hands over Parquet scans): each chunk becomes a zstd Parquet row group and is
-    appended to DuckDB from the same Arrow buffers, without a copy. Returns the row count."""
-    rows = frame.select(pl.len()).collect().item()
-    writer, written = None, None
+def refuse_old_layout(warehouse: Path) -> None:
+    """A warehouse folder from before DuckLake (releases and links) is refused, not migrated:
+    its files are the user's to keep or delete."""
+    found = [name for name in OLD_LAYOUT if (warehouse / name).exists() or (warehouse / name).is_symlink()]
+    if found:
+        listed = " ".join(str(warehouse / name) for name in found)
+        raise PublishError(
+            f"{warehouse} still holds the pre-DuckLake layout ({', '.join(found)}); move it out of the way "
+            f"(mkdir old-warehouse && mv {listed} old-warehouse/) and run again: the lake is rebuilt from the landing folder"
+        )
+
+
+def publish(tables: Mapping[str, pl.DataFrame | pl.LazyFrame], target: Lake, run_id: str,
+            retention: Retention | None = None) -> Published:
+    """Write ``tables`` as data files and make them, with the search index and views, the lake's
+    new snapshot in one commit. The caller holds the run lock (etl_project/run_lock.py)."""
+    refuse_old_layout(target.warehouse)
+    retention = retention or Retention.from_env()
+    con = lake.attach(target, read_only=False, memory_limit=settings.duckdb_memory_limit())
+    written: list[str] = []
     try:
-        for offset in range(0, max(rows, 1), CHUNK_ROWS):  # an empty table still gets its schema
-            chunk = frame.slice(offset, CHUNK_ROWS).collect().to_arrow()
-            if writer is None:
-                writer = pq.ParquetWriter(path, chunk.schema, compression="zstd")
-            if written is not None:
-                written.result()  # at most one chunk waits for its Parquet write
-            written = parquet.submit(writer.write_table, chunk, row_group_size=CHUNK_ROWS)
-            con.register("incoming", chunk)
-            verb = "CREATE TABLE {} AS" if offset == 0 else "INSERT INTO {}"
-            con.execute(f"{verb.format(_quote(name))} SELECT * FROM incoming")
-        con.unregister("incoming")
-        written.result()
+        _prepare(con, target)
+        notes = _delete_orphans(con)
+        files = {}
+        for name, frame in tables.items():
+            files[name] = _write_data_file(frame.lazy(), target.data_path, name, run_id)
+            written.append(files[name][0])
+        row_counts = {name: rows for name, (_, rows) in files.items()}
+        sources = {name: files[name][0] for name in warehouse_sql.SEARCH.requires if name in files}
+        index_built = warehouse_sql.build_search_index(con, sources, target.warehouse / ".stage" / "duckdb_tmp")
+        con.execute("BEGIN")
+        try:
+            for name, (path, rows) in files.items():
+                _replace_rows(con, name, path, rows)
+                for statement in contract.comment_statements(name, _columns(con, name)):
+                    con.execute(statement)
+            warehouse_sql.publish_analysis_layer(con, index_built)
+            _commit_message(con, f"run {run_id}", {"run_id": run_id, "tables": row_counts})
+            con.execute("COMMIT")
+        except BaseException:
+            _rollback(con)
+            raise
+        written = []  # the lake's now
+        snapshot_id = _snapshot_of_run(con, run_id)
+        notes += expire_snapshots(con, retention)
+        lake.write_open_sql(target)
     finally:
-        if written is not None:
-            wait([written])  # never close the file under a write still running (after a failure)
-        if writer is not None:
-            writer.close()
-    return rows
+        for path in written:  # never registered: nothing lists them
+            Path(path).unlink(missing_ok=True)
+        con.close()
+    return Published(snapshot_id, row_counts, notes)
 
 
-def _quote(identifier: str) -> str:
-    return '"' + identifier.replace('"', '""') + '"'
+def _prepare(con: duckdb.DuckDBPyConnection, target: Lake) -> None:
+    """Settings of a new lake: DuckLake's own writes (the search index) in zstd, like Polars'."""
+    con.execute(f"CALL {ALIAS}.set_option('parquet_compression', 'zstd')")
 
 
-def _wait_seconds(explicit: float | None) -> float:
-    if explicit is not None:
-        return explicit
-    value = os.environ.get(WAIT_ENV, "").strip()
+def _write_data_file(frame: pl.LazyFrame, data_path: str, table: str, run_id: str) -> tuple[str, int]:
+    """One zstd Parquet file holding ``frame`` (streamed: a scan of the stage is never held whole),
+    at a name no other run or table uses. Returns its path and row count."""
+    folder = Path(data_path) / "main" / table
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"etl-{run_id}-{uuid.uuid4().hex}.parquet"
+    frame.sink_parquet(path, compression="zstd", statistics=True)
+    rows = pl.scan_parquet(path).select(pl.len()).collect().item()
+    return str(path), rows
+
+
+def _replace_rows(con: duckdb.DuckDBPyConnection, table: str, path: str, rows: int) -> None:
+    """``table``'s rows become exactly those of the data file at ``path``. The table is created,
+    or recreated when its columns changed (a new release of the code), from the file's schema."""
+    wanted = con.execute(f"DESCRIBE SELECT * FROM read_parquet({_literal(path)})").fetchall()
+    wanted = [(name, kind) for name, kind, *_ in wanted]
+    if _columns(con, table, with_types=True) != wanted:
+        con.execute(f"DROP TABLE IF EXISTS {quote(table)}")
+        con.execute(f"CREATE TABLE {quote(table)} AS SELECT * FROM read_parquet({_literal(path)}) LIMIT 0")
+    else:
+        con.execute(f"DELETE FROM {quote(table)}")
+    if rows:
+        registered = con.execute(
+            f"SELECT count(*) FROM ducklake_list_files({_literal(ALIAS)}, {_literal(table)}) WHERE data_file = ?", [path]
+        ).fetchone()[0]
+        if registered:  # registering a file twice would count its rows twice
+            raise PublishError(f"{path} is already registered in {table}; not registering it again")
+        con.execute(f"CALL ducklake_add_data_files({_literal(ALIAS)}, {_literal(table)}, {_literal(path)})")
+
+
+def _columns(con: duckdb.DuckDBPyConnection, table: str, with_types: bool = False) -> list:
+    rows = con.execute(
+        "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = ? AND schema_name = 'main' "
+        "AND table_name = ? ORDER BY column_index", [ALIAS, table]
+    ).fetchall()
+    return [tuple(r) for r in rows] if with_types else [r[0] for r in rows]
+
+
+def _commit_message(con: duckdb.DuckDBPyConnection, message: str, extra: dict) -> None:
+    con.execute(f"CALL {ALIAS}.set_commit_message(?, ?, extra_info => ?)", [AUTHOR, message, json.dumps(extra)])
+
+
+def _rollback(con: duckdb.DuckDBPyConnection) -> None:
     try:
-        return float(value) if value else DEFAULT_WAIT_SECONDS
+        con.execute("ROLLBACK")
+    except duckdb.Error:
+        pass  # the failed commit already ended the transaction
+
+
+def _snapshot_of_run(con: duckdb.DuckDBPyConnection, run_id: str) -> int:
+    row = con.execute(
+        f"SELECT max(snapshot_id) FROM {ALIAS}.snapshots() WHERE commit_extra_info::JSON->>'run_id' = ?", [run_id]
+    ).fetchone()
+    return int(row[0])
+
+
+def _delete_orphans(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Data files under the data path that no snapshot lists: those of a run killed before its
+    commit. Safe under the run lock: no other publish of this lake is writing."""
+    gone = con.execute(f"CALL ducklake_delete_orphaned_files({_literal(ALIAS)}, cleanup_all => true)").fetchall()
+    return [f"removed {len(gone)} data file(s) left by an interrupted run"] if gone else []
+
+
+def expire_snapshots(con: duckdb.DuckDBPyConnection, retention: Retention) -> list[str]:
+    """Expire the snapshots neither among the newest ``retention.snapshots`` nor younger than
+    ``retention.days``, and delete the files only they listed. The current one always stays."""
+    snapshots = con.execute(f"SELECT snapshot_id, snapshot_time FROM {ALIAS}.snapshots() ORDER BY snapshot_id").fetchall()
+    newest = {sid for sid, _ in snapshots[-max(retention.snapshots, 1):]}
+    cutoff = datetime.now(timezone.utc) - timedelta(days=retention.days)
+    expired = [sid for sid, at in snapshots if sid not in newest and at < cutoff]
+    if not expired:
+        return []
+    con.execute(f"CALL ducklake_expire_snapshots({_literal(ALIAS)}, versions => ?)", [expired])
+    con.execute(f"CALL ducklake_cleanup_old_files({_literal(ALIAS)}, cleanup_all => true)")
+    return [f"expired {len(expired)} snapshot(s) older than {retention.days:g} days beyond the newest {retention.snapshots}"]
+
+
+def history(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """One row per kept snapshot, newest first: id, time, run id, message, tables' row counts."""
+    rows = con.execute(
+        f"SELECT snapshot_id, snapshot_time, commit_message, commit_extra_info FROM {ALIAS}.snapshots() ORDER BY snapshot_id DESC"
+    ).fetchall()
+    records = []
+    for sid, at, message, extra in rows:
+        info = json.loads(extra) if extra else {}
+        counts = info.get("tables", {})
+        records.append({
+            "snapshot_id": sid, "time": at, "run_id": info.get("run_id"), "message": message,
+            "papers": counts.get("papers"), "records": counts.get("raw_records"), "files": counts.get("source_files"),
+        })
+    schema = {"snapshot_id": pl.Int64, "time": pl.Datetime("us", "UTC"), "run_id": pl.String, "message": pl.String,
+              "papers": pl.Int64, "records": pl.Int64, "files": pl.Int64}
+    return pl.DataFrame(records, schema=schema)
+
+
+def rollback(target: Lake, snapshot_id: int, run_id: str) -> Published:
+    """Make ``snapshot_id``'s tables current again, as a new snapshot (the rolled-back state
+    stays in the history too). The caller holds the run lock."""
+    con = lake.attach(target, read_only=False, memory_limit=settings.duckdb_memory_limit())
+    try:
+        kept = {sid for (sid,) in con.execute(f"SELECT snapshot_id FROM {ALIAS}.snapshots()").fetchall()}
+        if snapshot_id not in kept:
+            raise PublishError(f"snapshot {snapshot_id} is not in the history (kept: {_ranges(sorted(kept))}); see `etl-project history`")
+        then = _tables_at(con, snapshot_id)
+        now = _tables_at(con, None)
+        con.execute("BEGIN")
+        try:
+            for schema, table in sorted(now - then):
+                con.execute(f"DROP TABLE {quote(schema)}.{quote(table)}")
+            counts = {}
+            for schema, table in sorted(then):
+                name = f"{quote(schema)}.{quote(table)}"
+                old = f"(SELECT * FROM {name} AT (VERSION => {int(snapshot_id)}))"
+                if (schema, table) in now:
+                    con.execute(f"DROP TABLE {name}")
+                con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(schema)}")
+                con.execute(f"CREATE TABLE {name} AS SELECT * FROM {old}")
+                if schema == "main":
+                    counts[table] = con.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
+                    for statement in contract.comment_statements(table, _columns(con, table)):
+                        con.execute(statement)
+            warehouse_sql.create_views(con)
+            _commit_message(con, f"rollback to snapshot {snapshot_id}", {"run_id": run_id, "rollback_of": snapshot_id, "tables": counts})
+            con.execute("COMMIT")
+        except BaseException:
+            _rollback(con)
+            raise
+        new_id = _snapshot_of_run(con, run_id)
+        lake.write_open_sql(target)
+    finally:
+        con.close()
+    return Published(new_id, counts)
+
+
+def _tables_at(con: duckdb.DuckDBPyConnection, snapshot_id: int | None) -> set[tuple[str, str]]:
+    """(schema, table) of every table at ``snapshot_id`` (None: now)."""
+    at = f" AT (VERSION => {int(snapshot_id)})" if snapshot_id is not None else ""
+    names = con.execute(
+        "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = ? AND schema_name IN ('main', ?)",
+        [ALIAS, warehouse_sql.SEARCH_SCHEMA],
+    ).fetchall()
+    if not at:
+        return set(names)
+    present = set()
+    for schema, table in _all_tables_ever(con) | set(names):
+        try:
+            con.execute(f"SELECT 1 FROM {quote(schema)}.{quote(table)}{at} LIMIT 0")
+        except duckdb.Error:
+            continue
+        present.add((schema, table))
+    return present
+
+
+def _all_tables_ever(con: duckdb.DuckDBPyConnection) -> set[tuple[str, str]]:
+    """Every (schema, table) some kept snapshot may hold: the names the catalog ever recorded."""
+    rows = con.execute(
+        f"SELECT s.schema_name, t.table_name FROM __ducklake_metadata_{ALIAS}.ducklake_table AS t "
+        f"JOIN __ducklake_metadata_{ALIAS}.ducklake_schema AS s USING (schema_id)"
+    ).fetchall()
+    return {(s, t) for s, t in rows if s in ("main", warehouse_sql.SEARCH_SCHEMA)}
+
+
+def export(con: duckdb.DuckDBPyConnection, folder: Path, tables: Iterable[str] | None = None, snapshot_id: int | None = None) -> dict[str, Path]:
+    """One zstd Parquet file per table, all from one snapshot (the current one unless given):
+    flat files for tools that do not read DuckLake. Returns the files written."""
+    if snapshot_id is None:
+        snapshot_id = con.execute(f"SELECT id FROM {ALIAS}.current_snapshot()").fetchone()[0]
+    names = sorted(t for s, t in _tables_at(con, snapshot_id) if s == "main")
+    chosen = list(tables) if tables else names
+    unknown = sorted(set(chosen) - set(names))
+    if unknown:
+        raise PublishError(f"no table {', '.join(unknown)} in snapshot {snapshot_id} (tables: {', '.join(names)})")
+    folder.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for table in chosen:
+        path = folder / f"{table}.parquet"
+        con.execute(
+            f"COPY (SELECT * FROM {quote(table)} AT (VERSION => {int(snapshot_id)})) TO {_literal(str(path))} "
+            "(FORMAT parquet, COMPRESSION zstd)"
+        )
+        out[table] = path
+    return out
+
+
+def _ranges(ids: list[int]) -> str:
+    return f"{ids[0]}..{ids[-1]}" if ids else "none"
+
+
+def _literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _env_number(name: str, default, kind):
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        number = kind(value)
     except ValueError:
-        raise PublishError(f"{WAIT_ENV} must be a number of seconds, not {value!r}") from None
-
-
-class _publish_lock:
-    """Exclusive flock on ``path`` for the whole publish, waited for with backoff."""
-
-    def __init__(self, path: Path, wait_seconds: float):
-        self.path, self.wait_seconds = path, wait_seconds
-
-    def __enter__(self):
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        deadline, delay = time.monotonic() + self.wait_seconds, 0.05
-        while True:
-            try:
-                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
-            if time.monotonic() >= deadline:
-                holder = os.pread(self.fd, 200, 0).decode(errors="replace").strip() or "unknown"
-                os.close(self.fd)
-                raise PublishError(
-                    f"another publish into {self.path.parent} is still running (process {holder}); "
-                    f"waited {self.wait_seconds:g} s ({WAIT_ENV}). Let it finish and run again."
-                )
-            time.sleep(delay)
-            delay = min(delay * 2, 2.0)
-        os.ftruncate(self.fd, 0)
-        os.pwrite(self.fd, f"PID {os.getpid()}\n".encode(), 0)
-        return self
-
-    def __exit__(self, *exc_info):
-        os.close(self.fd)  # closing releases the flock
-
-
-def point_link(link: Path, target: Path, replace_file: bool = False) -> None:
-    """Make ``link`` a symlink to ``target`` with one rename (readers never see it missing)."""
-    if link.exists() and not link.is_symlink() and not (replace_file and link.is_file()):
-        raise PublishError(f"{link} is a real file or folder, not a link into the releases; move it away and publish again")
-    staging = link.with_name(f".{link.name}.new")
-    staging.unlink(missing_ok=True)
-    staging.symlink_to(target)
-    os.replace(staging, link)
-
-
-def _ensure_reader_links(warehouse: Path) -> list[str]:
-    """``warehouse.duckdb`` and ``parquet`` point into ``current``: created once, then stable."""
-    notes = []
-    duckdb_path = warehouse / DUCKDB_FILE
-    if duckdb_path.is_file() and not duckdb_path.is_symlink():
-        # A warehouse from before releases kept their DuckDB file: the rename below replaces it
-        # (clients holding it keep reading it), and a log beside it could only belong to it.
-        Path(f"{duckdb_path}.wal").unlink(missing_ok=True)
-        notes.append(f"replaced the plain file {duckdb_path} by a link into the current release")
-    for link, target in ((duckdb_path, Path(CURRENT_LINK) / DUCKDB_FILE), (warehouse / PARQUET_LINK, Path(CURRENT_LINK) / "parquet")):
-        if not (link.is_symlink() and Path(os.readlink(link)) == target):
-            point_link(link, target, replace_file=True)
-    return notes
-
-
-def _remove_partials(releases: Path) -> list[str]:
-    """Folders of publishes that died while writing; we hold the publish lock, so none is live."""
-    notes = []
-    for leftover in sorted(releases.glob(f"*{_PARTIAL}")):
-        shutil.rmtree(leftover, ignore_errors=True)
-        notes.append(f"removed {leftover.name}, left by an interrupted publish")
-    return notes
-
-
-def _prune(releases: Path, keep: int, current: str) -> list[str]:
-    notes = []
-    done = sorted(p.name for p in releases.iterdir() if p.is_dir() and not p.name.endswith(_PARTIAL))
-    for name in done[:-keep]:
-        if name == current:  # whatever the clock did to its name
-            continue
-        holder = _holder_of(releases / name / DUCKDB_FILE)
-        if holder:
-            notes.append(f"kept old release {name}: its warehouse.duckdb is still open read-write by {holder}")
-            continue
-        shutil.rmtree(releases / name, ignore_errors=True)
-    return notes
-
-
-_LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.*?)(?:\. See also|$)", re.MULTILINE)
-
-
-def _holder_of(path: Path) -> str | None:
-    """Which process holds ``path`` open read-write (DuckDB's lock message names the program and
-    PID), or None. The probe is a read-only open: it conflicts with read-write clients only.
-    Read-only clients need no protection: a deleted file stays readable through an open handle."""
-    if not path.exists():
-        return None
-    try:
-        duckdb.connect(str(path), read_only=True).close()
-    except duckdb.Error as exc:
-        match = _LOCK_HOLDER.search(str(exc))
-        if match is None:
-            return None
-        return match.group(1)
-    return None
-
-
-def _fsync_tree(root: Path) -> None:
-    for path in root.rglob("*"):
-        if path.is_file():
-            with open(path, "rb") as handle:
-                os.fsync(handle.fileno())
-    for folder in [*(p for p in root.rglob("*") if p.is_dir()), root]:
-        _fsync_dir(folder)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def new_release_id() -> str:
-    """Sortable by time: ``YYYYMMDDTHHMMSSffffffZ``."""
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+        raise PublishError(f"{name} must be a number, not {value!r}") from None
+    if number < 0:
+        raise PublishError(f"{name} must not be negative, got {value!r}")
+    return number

@@ -1,109 +1,66 @@
-"""The analysis layer inside the DuckDB file: full-text search and views for common questions.
+"""The analysis layer of the lake: full-text search and views for common questions.
 
-Built by ``publish`` in the release's DuckDB file before it is renamed into place, so the index,
-the macro and the views ship with the tables they read. Objects whose tables (or columns) are
-missing from the release are skipped.
+Published with the tables, in the same DuckLake snapshot: the search index's tables (schema
+``search``), the ``search_papers`` macro and the views live in the lake, so every reader that
+attaches it (``etl_project.connect``, ``etl-project sql``/``shell``, ``warehouse/open.sql``) has
+them. Objects whose tables (or columns) are missing are skipped.
 
-Full-text search uses DuckDB's ``fts`` extension, which cannot be downloaded here: the
-``duckdb-extension-fts`` package ships it for this DuckDB version. Building the index installs
-that file into DuckDB's extension directory (``~/.duckdb/extensions/v<version>/<platform>/``,
-exactly what ``INSTALL fts`` would download), so on this machine every DuckDB client of the same
-version, the ``duckdb`` CLI included, autoloads it when ``search_papers`` needs it. Elsewhere,
-``etl-project install-fts`` does the same, or a session runs the one line ``load_statement()``
-prints.
+The BM25 index holds the tables DuckDB's ``fts`` extension builds, built several times faster and
+outside the lake (DuckLake refuses ``PRAGMA create_fts_index`` and the NULL defaults of the
+extension's ``match_bm25`` macro). ``PRAGMA create_fts_index`` on the full table runs the
+extension's regex tokenizer over every text, then filters stopwords and stems the ~100 word
+occurrences of each abstract one by one, then fills term ids, lengths and document frequencies
+with correlated UPDATEs: ~15 s of CPU per 100k papers. ``fts_index_statements`` runs that PRAGMA
+on the still-empty table instead, which creates the extension's schema as it is (stopwords,
+fields, the ``tokenize`` macro, empty docs/terms/dict/stats tables), then fills those four with
+set-based SQL that mirrors the extension's indexing query: texts are cut at spaces only (cheap),
+each distinct chunk goes once through the extension's ``tokenize``, stopword filter and stemmer,
+and every chunk occurrence is joined to its term ids. Cutting at spaces first changes no word: a
+space separates words before and after the tokenizer's ``strip_accents`` and ``lower``, which map
+code point by code point and never join a space to its neighbours (a property test checks it).
+Term ids are numbered as the extension numbers them, so docs, dict and stats equal the PRAGMA's
+row for row and terms holds the same rows (tests compare both builds on awkward texts).
 
-The BM25 index is the extension's own, built several times faster. ``PRAGMA create_fts_index``
-on the full table runs the extension's regex tokenizer over every text, then filters stopwords
-and stems the ~100 word occurrences of each abstract one by one, then fills term ids, lengths and
-document frequencies with correlated UPDATEs: ~15 s of CPU per 100k papers, the costliest step of
-a publish. ``fts_index_statements`` runs that PRAGMA on the still-empty table instead, which
-creates the extension's schema as it is: stopwords, fields, the ``tokenize`` and ``match_bm25``
-macros (so ``match_bm25``, ``PRAGMA drop_fts_index`` and every client with the extension work
-unchanged) and empty docs/terms/dict/stats tables. It then fills those four with set-based SQL
-that mirrors the extension's indexing query: texts are cut at spaces only (cheap), each distinct
-chunk goes once through the extension's ``tokenize``, stopword filter and stemmer, and every chunk
-occurrence is joined to its term ids. Cutting at spaces first changes no word: a space separates
-words before and after the tokenizer's ``strip_accents`` and ``lower``, which map code point by
-code point and never join a space to its neighbours (a property test checks it). Term ids are
-numbered as the extension numbers them, so docs, dict and stats equal the PRAGMA's row for row and
-terms holds the same rows (tests compare both builds on awkward texts).
+The index is built in the publishing session's in-memory database, from the data files the run
+just wrote, before the lake transaction (a DuckDB transaction writes to one database only); the
+transaction then copies its tables into the lake. ``search_papers`` scores with the extension's
+BM25 formula (k = 1.2, b = 0.75, as ``match_bm25``) over those tables; it needs the extension's
+``stem`` function, which every reader of ``etl_project.lake`` loads and which DuckDB clients of
+this version autoload once ``etl-project install-extensions`` ran.
 """
 
-import importlib.util
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 
+from etl_project import lake
 from etl_project.enrich.links import CODE_KINDS
 
-FTS_PACKAGE = "duckdb_extension_fts"
 SEARCH_SCHEMA = "search"
 SEARCH_TABLE = f"{SEARCH_SCHEMA}.papers"
 FTS_SCHEMA = "fts_search_papers"  # named by the fts extension after the indexed table
+# The index's tables as the fts extension names them, copied into the lake's `search` schema.
+INDEX_TABLES = ("docs", "terms", "dict", "stats", "stopwords")
+# The fts extension's tokenizer (the body of its `tokenize` macro), for the query's words.
+_TOKENIZE = r"""string_split_regex(regexp_replace(lower(strip_accents(CAST(<<TEXT>> AS VARCHAR))), '[0-9!@#$%^&*()_+={}\[\]:;<>,.?~\\/\|''''"`-]+', ' ', 'g'), '\s+')"""
+BM25_K, BM25_B = 1.2, 0.75
 SNIPPET_CHARS = 140
 SNIPPET_LEAD = 40
-# The index build's sorts and aggregates spill to DuckDB's temp_directory (next to the database
-# file) beyond this: at a million papers the process then peaks at ~1.7 GB of RSS instead of
-# ~4 GB, and runs no slower. A connection with a lower limit keeps its own.
+# The index build's sorts and aggregates spill to DuckDB's temp_directory beyond this: at a
+# million papers the process then peaks at ~1.7 GB of RSS instead of ~4 GB, and runs no slower.
+# A connection with a lower limit keeps its own.
 BUILD_MEMORY_GIB = 1
 _BYTE_UNITS = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "PiB": 2**50}
 
 log = logging.getLogger(__name__)
 
 
-class FtsUnavailable(RuntimeError):
-    """The full-text-search extension for this DuckDB version is not installed as a package."""
-
-
-def fts_extension_path() -> Path:
-    """The ``fts`` extension file shipped by ``duckdb-extension-fts`` for this DuckDB version."""
-    version = duckdb.__version__
-    spec = importlib.util.find_spec(FTS_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise FtsUnavailable(f"full-text search needs the package duckdb-extension-fts=={version} (pip install it)")
-    path = Path(next(iter(spec.submodule_search_locations))) / "extensions" / f"v{version}" / "fts.duckdb_extension"
-    if not path.is_file():
-        raise FtsUnavailable(f"duckdb-extension-fts has no extension for DuckDB {version} (looked for {path})")
-    return path
-
-
-def load_statement() -> str:
-    """The one SQL line that makes ``search_papers`` work in any DuckDB session of this version."""
-    return f"LOAD {_literal(str(fts_extension_path()))};"
-
-
-def load_fts(con: duckdb.DuckDBPyConnection) -> str | None:
-    """Install the packaged extension into the connection's extension directory and load it.
-    Returns None, or why the directory could not take it (the extension is then loaded from the
-    package for this connection only, and other clients need ``load_statement()``)."""
-    path = _literal(str(fts_extension_path()))
-    try:
-        con.execute(f"INSTALL {path}")
-    except duckdb.Error as exc:
-        con.execute(f"LOAD {path}")
-        return str(exc)
-    con.execute("LOAD fts")
-    return None
-
-
-def install_fts() -> str:
-    """``etl-project install-fts``: install the extension for this user's DuckDB clients; says
-    where it went, and the LOAD line for clients that use another extension directory."""
-    with duckdb.connect() as con:
-        problem = load_fts(con)
-        where = con.sql("SELECT install_path FROM duckdb_extensions() WHERE extension_name = 'fts'").fetchone()[0]
-    if problem:
-        head = [f"could not install the fts extension into DuckDB's extension directory: {problem}"]
-    else:
-        head = [
-            f"fts extension for DuckDB {duckdb.__version__} installed at {where}",
-            "DuckDB clients of this version now load it by themselves for search_papers(...).",
-        ]
-    return "\n".join([*head, "Clients with another extension directory run this once per session:", f"  {load_statement()}"])
+def tokenize_sql(expression: str) -> str:
+    return _TOKENIZE.replace("<<TEXT>>", expression)
 
 
 @dataclass(frozen=True)
@@ -204,23 +161,40 @@ SEARCH_ROWS = """
 # ranked to 9 decimals, then by paper_id: the extension's match_bm25 sums a paper's term scores in
 # no fixed order, so equal scores can differ in their last bits from one run to the next.
 SEARCH_MACRO = f"""CREATE OR REPLACE MACRO search_papers(query_text, max_results := 10) AS TABLE
-        WITH terms AS (
+        WITH tokens AS (
             SELECT DISTINCT stem(token, 'porter') AS term
-            FROM (SELECT unnest({FTS_SCHEMA}.tokenize(query_text)) AS token)
-            WHERE token <> '' AND token NOT IN (SELECT sw FROM {FTS_SCHEMA}.stopwords)
+            FROM (SELECT unnest({tokenize_sql('query_text')}) AS token)
+            WHERE token <> '' AND token NOT IN (SELECT sw FROM {SEARCH_SCHEMA}.stopwords)
+        ),
+        term_tf AS (
+            SELECT t.docid, t.termid, count(*) AS tf
+            FROM {SEARCH_SCHEMA}.terms AS t
+            WHERE t.termid IN (SELECT d.termid FROM {SEARCH_SCHEMA}.dict AS d JOIN tokens ON d.term = tokens.term)
+            GROUP BY t.docid, t.termid
+        ),
+        scores AS (
+            SELECT tf.docid,
+                   sum(log((((SELECT num_docs FROM {SEARCH_SCHEMA}.stats) - d.df) + 0.5) / (d.df + 0.5) + 1)
+                       * ((tf.tf * ({BM25_K} + 1)) / (tf.tf + ({BM25_K} * ((1 - {BM25_B}) + ({BM25_B} * (docs.len / (SELECT avgdl FROM {SEARCH_SCHEMA}.stats)))))))) AS score
+            FROM term_tf AS tf
+            JOIN {SEARCH_SCHEMA}.docs AS docs USING (docid)
+            JOIN {SEARCH_SCHEMA}.dict AS d USING (termid)
+            GROUP BY tf.docid
         ),
         ranked AS (
-            SELECT * FROM (
-                SELECT paper_id, name, abstract_plain, {FTS_SCHEMA}.match_bm25(paper_id, query_text) AS score
-                FROM {SEARCH_TABLE}
-            )
-            WHERE score IS NOT NULL
-            ORDER BY round(score, 9) DESC, paper_id
+            SELECT docs.name AS paper_id, s.score
+            FROM scores AS s JOIN {SEARCH_SCHEMA}.docs AS docs USING (docid)
+            ORDER BY round(s.score, 9) DESC, paper_id
             LIMIT max_results
+        ),
+        texts AS (
+            SELECT r.paper_id, r.score, p.abstract_plain,
+                   (SELECT arg_min(n.name, n.name_rank) FROM paper_names AS n WHERE n.paper_id = r.paper_id) AS name
+            FROM ranked AS r JOIN papers AS p USING (paper_id)
         ),
         located AS (
             SELECT r.paper_id, greatest(coalesce(min(nullif(instr(lower(r.abstract_plain), t.term), 0)), 1) - {SNIPPET_LEAD}, 1) AS start
-            FROM ranked AS r LEFT JOIN terms AS t ON true
+            FROM texts AS r LEFT JOIN tokens AS t ON true
             GROUP BY r.paper_id
         )
         SELECT r.paper_id, r.name, round(r.score, 4) AS score,
@@ -232,20 +206,13 @@ SEARCH_MACRO = f"""CREATE OR REPLACE MACRO search_papers(query_text, max_results
                        CASE WHEN l.start + {SNIPPET_CHARS} <= length(r.abstract_plain) THEN '\\s+\\S*$' ELSE '^$' END, ''),
                    CASE WHEN l.start + {SNIPPET_CHARS} <= length(r.abstract_plain) THEN '…' END
                ) AS snippet
-        FROM ranked AS r JOIN located AS l USING (paper_id)
+        FROM texts AS r JOIN located AS l USING (paper_id)
         ORDER BY round(r.score, 9) DESC, r.paper_id"""
 
 SEARCH = SqlObject(
     "search_papers",
     {"papers": ("paper_id", "abstract_plain"), "paper_names": ("paper_id", "name", "long_name", "name_rank")},
-    (
-        f"CREATE SCHEMA IF NOT EXISTS {SEARCH_SCHEMA}",
-        *fts_index_statements(SEARCH_TABLE, "paper_id", SEARCH_FIELDS, SEARCH_ROWS),
-        SEARCH_MACRO,
-        "COMMENT ON MACRO TABLE search_papers IS 'Full-text search (BM25) over the papers'' names and "
-        "plain text: SELECT * FROM search_papers(''counterfactual explanations''). Needs the fts extension: "
-        "etl-project install-fts, or LOAD it from the duckdb-extension-fts package.'",
-    ),
+    (SEARCH_MACRO,),  # DuckLake keeps no comments on macros: the README documents it
     needs_fts=True,
 )
 
@@ -331,28 +298,85 @@ CODE_AVAILABILITY = SqlObject(
 OBJECTS = (SEARCH, PAPER_SUMMARY, TOPIC_COUNTS, CODE_AVAILABILITY)
 
 
-def create_analysis_layer(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """Create the search index, ``search_papers`` and the views in ``con``'s database, each only
-    when the tables and columns it reads exist. Returns the names of what was created."""
+def build_search_index(con: duckdb.DuckDBPyConnection, sources: Mapping[str, str], temp_directory: Path | None = None) -> bool:
+    """Build the BM25 index in ``con``'s in-memory database from the Parquet files ``sources``
+    names (``{table: path}``: the papers and paper_names this run writes). Returns False (and
+    builds nothing) when those tables or their columns are missing."""
+    columns = {t: _parquet_columns(con, path) for t, path in sources.items()}
+    if not _satisfied(SEARCH, columns):
+        return False
+    lake.load_extension(con, "fts")
+    if temp_directory is not None:
+        temp_directory.mkdir(parents=True, exist_ok=True)
+        con.execute(f"SET temp_directory = {_literal(str(temp_directory))}")
+    con.execute("USE memory")
+    try:
+        for table in SEARCH.requires:
+            con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM read_parquet({_literal(sources[table])})")
+        con.execute(f"CREATE SCHEMA IF NOT EXISTS {SEARCH_SCHEMA}")
+        with build_memory_limit(con):
+            for statement in fts_index_statements(SEARCH_TABLE, "paper_id", SEARCH_FIELDS, SEARCH_ROWS):
+                con.execute(statement)
+    finally:
+        for table in SEARCH.requires:  # they would shadow the lake's tables of the same name
+            con.execute(f"DROP VIEW IF EXISTS temp.main.{table}")
+        con.execute(f"USE {lake.ALIAS}")
+    return True
+
+
+def publish_analysis_layer(con: duckdb.DuckDBPyConnection, index_built: bool) -> list[str]:
+    """Inside the publish transaction, with the lake in use: the index built by
+    ``build_search_index`` copied into the lake's ``search`` schema, then ``search_papers`` and the
+    views. Returns the names of what was created."""
+    created = []
+    if index_built:
+        con.execute(f"CREATE SCHEMA IF NOT EXISTS {SEARCH_SCHEMA}")
+        for table in INDEX_TABLES:
+            con.execute(f"CREATE OR REPLACE TABLE {SEARCH_SCHEMA}.{table} AS SELECT * FROM memory.{FTS_SCHEMA}.{table}")
+        created.append(SEARCH.name)
+    elif _schema_exists(con, SEARCH_SCHEMA):
+        con.execute(f"DROP SCHEMA {SEARCH_SCHEMA} CASCADE")  # no stale index over other papers
+    return created + create_views(con, with_search=index_built)
+
+
+def drop_search_build(con: duckdb.DuckDBPyConnection) -> None:
+    """The in-memory index, once copied (or not needed)."""
+    for schema in (FTS_SCHEMA, SEARCH_SCHEMA):
+        con.execute(f"DROP SCHEMA IF EXISTS memory.{schema} CASCADE")
+
+
+def create_views(con: duckdb.DuckDBPyConnection, with_search: bool | None = None) -> list[str]:
+    """``search_papers`` (when the index is there, or ``with_search``) and the views, in the
+    lake in use, each only when the tables and columns it reads exist."""
     present: dict[str, set[str]] = {}
     for table, column in con.execute(
-        "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'main'"
+        "SELECT table_name, column_name FROM duckdb_columns() WHERE database_name = ? AND schema_name = 'main'", [lake.ALIAS]
     ).fetchall():
         present.setdefault(table, set()).add(column)
-    created, fts_loaded = [], False
+    if with_search is None:
+        with_search = _schema_exists(con, SEARCH_SCHEMA)
+    created = []
     for obj in OBJECTS:
-        if not all(set(columns) <= present.get(table, set()) for table, columns in obj.requires.items()):
+        if (obj.needs_fts and not with_search) or not _satisfied(obj, present):
             continue
-        if obj.needs_fts and not fts_loaded:
-            problem = load_fts(con)
-            if problem:
-                log.warning("fts extension not installed for other DuckDB clients (%s); they need: %s", problem, load_statement())
-            fts_loaded = True
-        with build_memory_limit(con) if obj.needs_fts else nullcontext():
-            for statement in obj.statements:
-                con.execute(statement)
+        for statement in obj.statements:
+            con.execute(statement)
         created.append(obj.name)
     return created
+
+
+def _satisfied(obj: SqlObject, present: Mapping[str, set[str] | list[str]]) -> bool:
+    return all(set(columns) <= set(present.get(table, ())) for table, columns in obj.requires.items())
+
+
+def _parquet_columns(con: duckdb.DuckDBPyConnection, path: str) -> list[str]:
+    return [row[0] for row in con.execute(f"DESCRIBE SELECT * FROM read_parquet({_literal(path)})").fetchall()]
+
+
+def _schema_exists(con: duckdb.DuckDBPyConnection, schema: str) -> bool:
+    return bool(con.execute(
+        "SELECT count(*) FROM duckdb_schemas() WHERE database_name = ? AND schema_name = ?", [lake.ALIAS, schema]
+    ).fetchone()[0])
 
 
 @contextmanager

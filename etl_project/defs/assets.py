@@ -183,17 +183,18 @@ def source_overlap(paper_occurrences: pl.LazyFrame) -> dg.Output[pl.DataFrame]:
     ins={name: dg.AssetIn(name, dagster_type=pl.LazyFrame) for name in PUBLISHED_TABLES},
 )
 def warehouse(context: dg.AssetExecutionContext, etl: EtlSettings, **tables: pl.LazyFrame) -> dg.MaterializeResult:
-    """Publish every table as zstd Parquet (warehouse/parquet/) and into warehouse/warehouse.duckdb,
-    atomically: readers see the previous release or this one. Runs only when no blocking check
-    failed. Every table comes from this run's own stage, so concurrent runs cannot mix; tables
-    taken from earlier runs (a run of only some assets) must still line up, or nothing is
+    """Publish every table into the DuckLake (warehouse/catalog.sqlite + warehouse/data/) as one
+    snapshot whose commit message names this run: readers see the previous snapshot or this one.
+    Runs only when no blocking check failed. Every table comes from this run's own stage;
+    tables taken from earlier runs (a run of only some assets) must still line up, or nothing is
     published."""
     problems = integrity.cross_table_problems(tables)
     if problems:
         raise dg.Failure("not publishing inconsistent tables: " + "; ".join(problems))
-    release = publish.publish(dict(tables), etl.warehouse, publish.new_release_id())
-    context.log.info(f"published release {release.release_id} to {etl.warehouse}")
-    for note in release.notes:
+    target = etl.lake
+    published = publish.publish(dict(tables), target, context.run_id)
+    context.log.info(f"published snapshot {published.snapshot_id} of {target.catalog}")
+    for note in published.notes:
         context.log.warning(note)
     current = context.instance.get_dynamic_partitions(LANDING_FILES.name)
     removed = stage.prune_partitions(etl.warehouse, launch.PER_FILE_ASSET, current)
@@ -202,10 +203,11 @@ def warehouse(context: dg.AssetExecutionContext, etl: EtlSettings, **tables: pl.
     refused = source_files.filter(pl.col("status") == "rejected").select("source_file", "error")
     return dg.MaterializeResult(
         metadata={
-            "release_id": release.release_id,
-            "duckdb": dg.MetadataValue.path(str(release.duckdb_path)),
-            "parquet": dg.MetadataValue.path(str(release.parquet_dir)),
-            **{f"rows/{name}": count for name, count in release.row_counts.items()},
+            "snapshot_id": published.snapshot_id,
+            "catalog": target.catalog,
+            "data_path": dg.MetadataValue.path(target.data_path),
+            "open_sql": dg.MetadataValue.path(str(target.warehouse / "open.sql")),
+            **{f"rows/{name}": count for name, count in published.row_counts.items()},
             **status_counts(source_files),
             "refused": dg.MetadataValue.md(markdown_table(refused)),
             "stage_files_pruned": removed,

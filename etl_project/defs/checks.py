@@ -4,13 +4,14 @@ Plus one non-blocking report on near-duplicate clusters (near_duplicate_clusters
 
 import functools
 import json
+import os
 import shutil
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
 
-from etl_project import dedup, publish
+from etl_project import dedup
 from etl_project.defs.metadata import markdown_table, row_count
 from etl_project.defs.resources import EtlSettings
 from etl_project.quality import suites
@@ -32,11 +33,19 @@ def _run_docs(root: Path, run_id: str) -> Path:
     """Made once per run: the folder, the ``latest`` link, and old runs' sites pruned."""
     folder = root / "runs" / run_id
     folder.mkdir(parents=True, exist_ok=True)
-    publish.point_link(root / "latest", Path("runs") / run_id)
+    _point_link(root / "latest", Path("runs") / run_id)
     older = sorted((p for p in folder.parent.iterdir() if p != folder), key=lambda p: p.stat().st_mtime)
     for old in older[: max(0, len(older) - (KEEP_DOCS_RUNS - 1))]:
         shutil.rmtree(old, ignore_errors=True)
     return folder
+
+
+def _point_link(link: Path, target: Path) -> None:
+    """Make ``link`` a symlink to ``target`` with one rename (a reader never sees it missing)."""
+    staging = link.with_name(f".{link.name}.new")
+    staging.unlink(missing_ok=True)
+    staging.symlink_to(target)
+    os.replace(staging, link)
 
 
 def check_result(result: SuiteResult) -> dg.AssetCheckResult:

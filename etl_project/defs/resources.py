@@ -8,6 +8,7 @@ import dagster as dg
 import polars as pl
 
 from etl_project import ingest, settings, stage
+from etl_project.lake import Lake
 from etl_project.near_dedup import NearConfig
 
 SETTLE_ENV = "ETL_SENSOR_SETTLE_SECONDS"
@@ -26,6 +27,10 @@ class EtlSettings(dg.ConfigurableResource):
     settle_seconds: float = float(os.environ.get(SETTLE_ENV, "10"))
     # Near-duplicate matching (etl_project/near_dedup.py): on/off, and the verified Jaccard
     # similarity from which two abstracts are one paper; the other parameters keep their defaults.
+    # The DuckLake catalog and data path (empty: ETL_CATALOG / ETL_DATA_PATH, then the embedded
+    # <warehouse>/catalog.sqlite and <warehouse>/data/; see etl_project/lake.py).
+    catalog: str = ""
+    data_path: str = ""
     near_duplicates: bool = True
     near_threshold: float = NearConfig.threshold
 
@@ -42,6 +47,10 @@ class EtlSettings(dg.ConfigurableResource):
     @property
     def warehouse(self) -> Path:
         return settings.warehouse_dir(self.warehouse_dir)
+
+    @property
+    def lake(self) -> Lake:
+        return Lake.of(self.warehouse, self.catalog, self.data_path)
 
 
 class StageIOManager(dg.ConfigurableIOManager):
