@@ -3,6 +3,7 @@
 import hashlib
 import os
 import random
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -16,23 +17,48 @@ CLI = str(Path(sys.executable).with_name("etl-project"))
 DUCKDB_CLI = str(Path(sys.executable).with_name("duckdb"))
 
 
-def snapshot(warehouse: Path) -> dict[str, list[tuple]]:
-    """Every table, read through the ``warehouse.duckdb`` link (read-only) and through the
-    ``parquet`` link; asserts that both give the same rows and returns them."""
-    with duckdb.connect(str(warehouse / "warehouse.duckdb"), read_only=True) as con:
+def tables(warehouse: Path, snapshot_id: int | None = None) -> dict[str, list[tuple]]:
+    """Every table of the lake's main schema (at ``snapshot_id``, else the current snapshot), read
+    through ``etl_project.connect``, each table's rows sorted."""
+    import etl_project
+
+    at = f" AT (VERSION => {int(snapshot_id)})" if snapshot_id is not None else ""
+    with etl_project.connect(warehouse) as con:
         names = sorted(r[0] for r in con.sql(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' AND table_type = 'BASE TABLE'"
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = 'lake' AND schema_name = 'main'"
         ).fetchall())
-        from_duckdb = {n: sorted(con.sql(f'SELECT * FROM "{n}"').fetchall(), key=repr) for n in names}
-    from_parquet = {
-        p.stem: sorted(pl.read_parquet(p).rows(), key=repr) for p in sorted((warehouse / "parquet").glob("*.parquet"))
-    }
-    assert from_duckdb == from_parquet
-    return from_duckdb
+        return {n: sorted(con.sql(f'SELECT * FROM "{n}"{at}').fetchall(), key=repr) for n in names}
 
 
-def parquet_digests(parquet_dir: Path) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(parquet_dir.glob("*.parquet"))}
+def snapshot(warehouse: Path) -> dict[str, list[tuple]]:
+    """Every table of the current snapshot, read through ``etl_project.connect`` and through an
+    ``etl-project export`` of it; asserts that both give the same rows and returns them."""
+    from etl_project import lake, publish
+
+    current = tables(warehouse)
+    exported = warehouse.parent / f".export-{os.getpid()}-{random.getrandbits(32):08x}"
+    try:
+        with lake.connect(warehouse) as con:
+            files = publish.export(con, exported)
+        from_parquet = {name: sorted(pl.read_parquet(path).rows(), key=repr) for name, path in files.items()}
+    finally:
+        shutil.rmtree(exported, ignore_errors=True)
+    assert current == from_parquet
+    return current
+
+
+def current_snapshot(warehouse: Path) -> int:
+    import etl_project
+
+    with etl_project.connect(warehouse) as con:
+        return con.sql("SELECT id FROM lake.current_snapshot()").fetchone()[0]
+
+
+def query(warehouse: Path, sql: str, params: list | None = None) -> list[tuple]:
+    import etl_project
+
+    with etl_project.connect(warehouse) as con:
+        return con.execute(sql, params or []).fetchall()
 
 
 def generate_paper_lists(folder: Path, files: int, per_file: int, seed: int = 0) -> None:
