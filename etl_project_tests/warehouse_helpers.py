@@ -83,32 +83,55 @@ def run_cli(landing: Path, warehouse: Path, env: dict[str, str]) -> subprocess.C
 
 
 class Client:
-    """A separate process holding ``warehouse.duckdb`` open, answering ``count <table>`` lines.
-
-    mode: 'ro' (read-only), 'rw' (read-write), 'rw-write' (read-write, and writes a table,
-    which leaves a write-ahead log until it checkpoints)."""
+    """A separate Python process reading the lake through ``etl_project.connect``, kept open,
+    answering one line per command: ``begin`` / ``commit`` (a read transaction: every query in
+    it sees one snapshot), ``count <table>``, ``snapshot`` (the id of the snapshot it sees)."""
 
     SCRIPT = textwrap.dedent("""
-        import sys, duckdb
-        con = duckdb.connect(sys.argv[1], read_only=sys.argv[2] == "ro")
-        if sys.argv[2] == "rw-write":
-            con.execute("CREATE TABLE mine AS SELECT 42 AS answer")
+        import sys
+        import etl_project
+        con = etl_project.connect(sys.argv[1])
         print("ready", flush=True)
         for line in sys.stdin:
-            table = line.split()[1]
-            print(con.sql(f'SELECT count(*) FROM "{table}"').fetchone()[0], flush=True)
+            command, *rest = line.split()
+            if command in ("begin", "commit"):
+                con.execute("BEGIN TRANSACTION" if command == "begin" else "COMMIT")
+                print("ok", flush=True)
+            elif command == "count":
+                print(con.sql(f'SELECT count(*) FROM "{rest[0]}"').fetchone()[0], flush=True)
+            elif command == "snapshot":
+                print(con.sql("SELECT id FROM lake.current_snapshot()").fetchone()[0], flush=True)
     """)
 
-    def __init__(self, path: Path, mode: str = "ro"):
-        self.proc = subprocess.Popen([PY, "-c", self.SCRIPT, str(path), mode], stdin=subprocess.PIPE,
+    def __init__(self, warehouse: Path):
+        self.proc = subprocess.Popen([PY, "-c", self.SCRIPT, str(warehouse)], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
-        assert line == "ready\n", line + self.proc.stderr.read()
+        assert line == "ready\n", line + self._stderr()
+
+    def _ask(self, line: str) -> str:
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        answer = self.proc.stdout.readline()
+        assert answer, f"the client died on {line!r}: {self._stderr()}"
+        return answer.strip()
+
+    def _stderr(self) -> str:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        return self.proc.stderr.read()
+
+    def begin(self) -> None:
+        assert self._ask("begin") == "ok"
+
+    def commit(self) -> None:
+        assert self._ask("commit") == "ok"
 
     def count(self, table: str) -> int:
-        self.proc.stdin.write(f"count {table}\n")
-        self.proc.stdin.flush()
-        return int(self.proc.stdout.readline())
+        return int(self._ask(f"count {table}"))
+
+    def snapshot(self) -> int:
+        return int(self._ask("snapshot"))
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -117,18 +140,37 @@ class Client:
 
 
 class DuckDBShell:
-    """The real ``duckdb`` command-line client, opened read-only as an analyst would, kept open."""
+    """The real ``duckdb`` command-line client as an analyst opens the lake, kept open:
+    ``duckdb -init <warehouse>/open.sql`` from the folder that holds the warehouse."""
 
-    def __init__(self, path: Path):
-        self.proc = subprocess.Popen([DUCKDB_CLI, "-readonly", "-csv", "-noheader", str(path)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+    LOADING = "-- Loading resources from"  # the CLI's note on stderr about the -init file
 
-    def query(self, sql: str) -> str:
+    def __init__(self, warehouse: Path):
+        self.proc = subprocess.Popen([DUCKDB_CLI, "-init", f"{warehouse.name}/open.sql", "-csv", "-noheader"],
+                                     cwd=warehouse.parent, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, bufsize=1)
+
+    def execute(self, sql: str) -> None:
+        """A statement that prints nothing (BEGIN TRANSACTION, COMMIT)."""
         self.proc.stdin.write(sql.rstrip(";") + ";\n")
         self.proc.stdin.flush()
-        return self.proc.stdout.readline().strip()
+
+    def query(self, sql: str) -> str:
+        """The first line of a query's CSV output (one value for a count)."""
+        self.execute(sql)
+        line = self.proc.stdout.readline()
+        assert line, f"the duckdb CLI died on {sql!r}: {self.close()}"
+        return line.strip()
 
     def close(self) -> str:
-        self.proc.stdin.close()
-        self.proc.wait(timeout=30)
-        return self.proc.stderr.read()
+        """Ends the CLI; returns what it wrote to stderr besides its note about the init file."""
+        if self.proc.stdin and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        err = self.proc.stderr.read()
+        return "\n".join(l for l in err.replace("\x1b[90m", "").replace("\x1b[00m", "").splitlines()
+                         if l.strip() and not l.startswith(self.LOADING))
