@@ -18,6 +18,7 @@ The extensions come from their PyPI packages (nothing is downloaded): ``duckdb-e
 """
 
 import importlib.util
+import json
 import os
 import tempfile
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from etl_project import settings
 
 ALIAS = "lake"
 OPEN_SQL = "open.sql"
+RECORD = "lake.json"  # a non-default catalog or data path, for readers of the folder
 # Package, file in the package, and the name DuckDB knows the extension by once installed.
 EXTENSIONS = {
     "ducklake": ("duckdb_extension_ducklake", "ducklake", "ducklake"),
@@ -99,8 +101,30 @@ class Lake:
 
     @classmethod
     def of(cls, warehouse: Path, catalog: str = "", data_path: str = "") -> "Lake":
+        """The lake of ``warehouse``: explicit values, else ETL_CATALOG / ETL_DATA_PATH, else what
+        the last publish recorded in ``<warehouse>/lake.json`` (a catalog or data path other than
+        the embedded default), else the embedded default."""
         warehouse = Path(warehouse).expanduser().resolve()
+        recorded = _recorded(warehouse)
+        catalog = catalog or os.environ.get(settings.CATALOG_ENV, "").strip() or recorded.get("catalog", "")
+        data_path = data_path or os.environ.get(settings.DATA_PATH_ENV, "").strip() or recorded.get("data_path", "")
         return cls(warehouse, settings.catalog(warehouse, catalog), settings.data_path(warehouse, data_path))
+
+    def record(self) -> None:
+        """Remember a catalog or data path other than the embedded default in ``lake.json``, so
+        readers of this folder find them without the environment variables."""
+        values = {}
+        if self.catalog != f"sqlite:{self.warehouse / settings.CATALOG_FILE}":
+            values["catalog"] = self.catalog
+        if self.data_path != str(self.warehouse / settings.DATA_FOLDER) + "/":
+            values["data_path"] = self.data_path
+        path = self.warehouse / RECORD
+        if not values:
+            path.unlink(missing_ok=True)
+            return
+        partial = path.with_name(f".{RECORD}.partial")
+        partial.write_text(json.dumps(values, indent=2) + "\n")
+        os.replace(partial, path)
 
     @property
     def backend(self) -> str:
@@ -190,7 +214,15 @@ def write_open_sql(lake: Lake) -> Path:
     partial = path.with_name(f".{OPEN_SQL}.partial")
     partial.write_text(open_sql(lake))
     os.replace(partial, path)
+    lake.record()
     return path
+
+
+def _recorded(warehouse: Path) -> dict:
+    try:
+        return json.loads((warehouse / RECORD).read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def _relative(path: Path, base: Path) -> str:
