@@ -1,23 +1,23 @@
-"""publish(): the release layout, atomic switch, readers that hold files open, locks and crashes.
+"""publish(): one DuckLake snapshot per run, data files registered in place, failures that commit
+nothing, orphans and retention, history, time travel, rollback, export, a moved warehouse and
+the refused old layout. Small hand-made tables in a temporary warehouse."""
 
-Readers and crashing publishers are real subprocesses (DuckDB locks are per process).
-"""
-
-import os
-import signal
+import json
+import re
+import shutil
 import subprocess
-import textwrap
 from pathlib import Path
 
-import duckdb
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 
-from etl_project import publish
-from etl_project_tests.warehouse_helpers import PY, Client, parquet_digests, snapshot
+import etl_project
+from etl_project import lake, publish, warehouse_sql
+from etl_project_tests.warehouse_helpers import CLI, DUCKDB_CLI, current_snapshot, query, snapshot, tables
 
 
-def tables(version: int) -> dict[str, pl.DataFrame]:
+def frames(version: int) -> dict[str, pl.DataFrame]:
     """Two small tables whose contents depend on ``version``."""
     return {
         "papers": pl.DataFrame({"paper_id": [f"{i:016x}" for i in range(version)], "abstract": [f"text {i}" for i in range(version)]}),
@@ -25,203 +25,293 @@ def tables(version: int) -> dict[str, pl.DataFrame]:
     }
 
 
-def release_ids(warehouse: Path) -> list[str]:
-    return sorted(p.name for p in (warehouse / ".releases").iterdir() if p.is_dir())
+def rows(version: int) -> dict[str, list[tuple]]:
+    return {name: sorted(frame.rows(), key=repr) for name, frame in frames(version).items()}
 
 
-@pytest.fixture
-def reader_factory():
-    readers = []
-
-    def make(path: Path, mode: str = "ro") -> Client:
-        readers.append(Client(path, mode))
-        return readers[-1]
-
-    yield make
-    for reader in readers:
-        reader.close()
+def run(wh: Path, version: int, run_id: str, retention: publish.Retention | None = None, **extra: pl.DataFrame) -> publish.Published:
+    return publish.publish({**frames(version), **extra}, lake.Lake.of(wh), run_id, retention or publish.Retention())
 
 
-def test_layout_and_both_formats_from_one_release(tmp_path: Path):
+def data_files(wh: Path) -> set[str]:
+    """Every Parquet file under the warehouse's data folder."""
+    return {str(p) for p in (wh / "data").rglob("*.parquet")}
+
+
+def snapshot_ids(wh: Path) -> list[int]:
+    return [r[0] for r in query(wh, "SELECT snapshot_id FROM lake.snapshots() ORDER BY snapshot_id")]
+
+
+def listed_files(wh: Path, snapshot_id: int | None = None) -> set[str]:
+    """The data files the lake lists for every table of the main and search schemas (at a snapshot)."""
+    at = f", snapshot_version => {int(snapshot_id)}" if snapshot_id is not None else ""
+    with etl_project.connect(wh) as con:
+        names = con.sql(f"""SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = 'lake'
+                            AND schema_name IN ('main', '{warehouse_sql.SEARCH_SCHEMA}')""").fetchall()
+        files = set()
+        for schema, table in names:
+            try:
+                files |= {r[0] for r in con.execute(
+                    f"SELECT data_file FROM ducklake_list_files('lake', ?, schema => ?{at})", [table, schema]).fetchall()}
+            except Exception:  # the table did not exist at that snapshot
+                continue
+        return files
+
+
+def test_one_snapshot_per_publish_named_after_its_run_with_history_and_time_travel(tmp_path: Path):
     wh = tmp_path / "wh"
-    first = publish.publish(tables(2), wh, "20250101T000000000000Z")
+    first = run(wh, 2, "run-one")
     assert first.row_counts == {"papers": 2, "source_files": 1}
-    assert os.readlink(wh / "current") == ".releases/20250101T000000000000Z"
-    assert os.readlink(wh / "warehouse.duckdb") == "current/warehouse.duckdb"
-    assert os.readlink(wh / "parquet") == "current/parquet"
-    assert snapshot(wh)["papers"] == sorted(tables(2)["papers"].rows())
-    publish.publish(tables(3), wh, "20250101T000000000001Z")
-    assert os.readlink(wh / "current") == ".releases/20250101T000000000001Z"
-    assert snapshot(wh)["source_files"] == [("v3.txt", 3)]
-    assert not any(p.name.endswith(".partial") for p in (wh / ".releases").iterdir())
+    assert snapshot(wh) == rows(2)
+    second = run(wh, 3, "run-two")
+    assert second.snapshot_id == first.snapshot_id + 1 == current_snapshot(wh)  # one commit per publish
+    assert snapshot(wh) == rows(3)
+
+    info = query(wh, "SELECT snapshot_id, author, commit_message, commit_extra_info FROM lake.snapshots() WHERE snapshot_id >= ? "
+                     "ORDER BY snapshot_id", [first.snapshot_id])
+    assert [(sid, author, message) for sid, author, message, _ in info] == [
+        (first.snapshot_id, publish.AUTHOR, "run run-one"), (second.snapshot_id, publish.AUTHOR, "run run-two")]
+    assert json.loads(info[1][3]) == {"run_id": "run-two", "tables": {"papers": 3, "source_files": 1}}
+
+    with etl_project.connect(wh) as con:
+        history = publish.history(con)
+    assert history.select("snapshot_id", "run_id", "message", "papers", "files").rows()[:2] == [
+        (second.snapshot_id, "run-two", "run run-two", 3, 1), (first.snapshot_id, "run-one", "run run-one", 2, 1)]
+    assert history["time"].is_sorted(descending=True)
+    done = subprocess.run([CLI, "history", "--warehouse", str(wh)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "run-two" in done.stdout and "run-one" in done.stdout
+
+    # Time travel: the previous snapshot's rows, as they were.
+    assert tables(wh, first.snapshot_id) == rows(2)
+    assert query(wh, f"SELECT count(*) FROM papers AT (VERSION => {first.snapshot_id})") == [(2,)]
 
 
-def test_unchanged_tables_give_identical_parquet_bytes(tmp_path: Path):
-    """Parquet written by Polars is deterministic (no timestamps inside), so a re-run on unchanged
-    input republishes byte-identical files; only the manifest's published_at differs."""
+@pytest.mark.parametrize("fault", ["analysis_layer", "unreadable_data_file"])
+def test_failing_publish_commits_nothing_and_removes_the_files_it_wrote(tmp_path: Path, monkeypatch, fault: str):
     wh = tmp_path / "wh"
+    first = run(wh, 2, "run-one")
+    before, files_before = snapshot(wh), data_files(wh)
+    if fault == "analysis_layer":  # inside the transaction, after every table's rows were replaced
+        def boom(*args, **kwargs):
+            raise RuntimeError("injected failure in the analysis layer")
+        monkeypatch.setattr(warehouse_sql, "publish_analysis_layer", boom)
+        expected = "injected failure"
+    else:  # the second table's data file is not Parquet: registering it fails in the transaction
+        real = publish._write_data_file
 
-    def digests(release: str) -> dict[str, str]:
-        return parquet_digests(wh / ".releases" / release / "parquet")
-
-    publish.publish(tables(5), wh, "20250101T000000000000Z")
-    before = snapshot(wh)
-    publish.publish(tables(5), wh, "20250101T000000000001Z")
+        def write_garbage(frame, data_path, table, run_id):
+            path, count = real(frame, data_path, table, run_id)
+            if table == "source_files":
+                Path(path).write_bytes(b"not parquet at all" * 10)
+            return path, count
+        monkeypatch.setattr(publish, "_write_data_file", write_garbage)
+        expected = ""
+    with pytest.raises(Exception, match=expected):
+        run(wh, 5, "run-failing")
+    monkeypatch.undo()
+    assert current_snapshot(wh) == first.snapshot_id
     assert snapshot(wh) == before
-    assert digests("20250101T000000000000Z") == digests("20250101T000000000001Z")
+    assert data_files(wh) == files_before  # nothing of the failed run's stays on disk
+    assert not query(wh, "SELECT * FROM lake.snapshots() WHERE commit_message LIKE '%run-failing%'")
+    # The next publish goes through.
+    assert run(wh, 3, "run-three").snapshot_id == first.snapshot_id + 1
+    assert snapshot(wh) == rows(3)
 
 
-def test_reader_holding_the_file_keeps_its_view_and_new_readers_see_the_new_release(tmp_path: Path, reader_factory):
+def test_data_files_are_registered_in_place_and_zstd(tmp_path: Path):
     wh = tmp_path / "wh"
-    publish.publish(tables(2), wh, "20250101T000000000000Z")
-    reader = reader_factory(wh / "warehouse.duckdb", "ro")
-    assert reader.count("papers") == 2
-    # Five more releases: the reader's release is pruned from disk while it holds it open.
-    for i in range(1, 6):
-        publish.publish(tables(2 + i), wh, f"20250101T00000000000{i}Z")
-    assert "20250101T000000000000Z" not in release_ids(wh)
-    assert reader.count("papers") == 2  # same file, same view
-    assert snapshot(wh)["source_files"] == [("v7.txt", 7)]
-    assert reader_factory(wh / "warehouse.duckdb", "ro").count("papers") == 7
+    written = []
+    real = publish._write_data_file
+
+    def recording(*args):
+        written.append(real(*args)[0])
+        return written[-1], pq.ParquetFile(written[-1]).metadata.num_rows
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(publish, "_write_data_file", recording)
+        run(wh, 4, "run-one")
+    assert len(written) == 2
+    assert {Path(p).parent.relative_to(wh / "data" / "main").as_posix() for p in written} == {"papers", "source_files"}
+    assert all(Path(p).name.startswith("etl-run-one-") for p in written)
+    with etl_project.connect(wh) as con:
+        for table in ("papers", "source_files"):
+            registered = [r[0] for r in con.execute("SELECT data_file FROM ducklake_list_files('lake', ?)", [table]).fetchall()]
+            assert registered == [p for p in written if f"/main/{table}/" in p]  # the file Polars wrote, not a copy
+    main_files = {p for p in data_files(wh) if "/data/main/" in p}
+    assert main_files == set(written)
+    assert data_files(wh) == listed_files(wh)  # nothing on disk the lake does not list
+    for path in data_files(wh):
+        meta = pq.ParquetFile(path).metadata
+        codecs = {meta.row_group(g).column(c).compression for g in range(meta.num_row_groups) for c in range(meta.num_columns)}
+        assert codecs == {"ZSTD"}, (path, codecs)
 
 
-def test_read_write_client_does_not_block_and_its_log_stays_with_its_release(tmp_path: Path, reader_factory):
+def test_orphaned_files_are_deleted_by_the_next_publish_and_listed_files_stay(tmp_path: Path):
     wh = tmp_path / "wh"
-    publish.publish(tables(2), wh, "20250101T000000000000Z")
-    writer = reader_factory(wh / "warehouse.duckdb", "rw-write")  # holds DuckDB's exclusive lock
-    old = wh / ".releases" / "20250101T000000000000Z"
-    assert (old / "warehouse.duckdb.wal").exists()  # DuckDB resolves the links: the log is per release
-    assert not (wh / "warehouse.duckdb.wal").exists()
-
-    release = publish.publish(tables(3), wh, "20250101T000000000001Z", wait_seconds=1)
-    assert snapshot(wh)["source_files"] == [("v3.txt", 3)]
-    assert writer.count("mine") == 1 and writer.count("papers") == 2
-    # Pruning skips the release the writer holds and says who holds it.
-    for i in range(2, 5):
-        release = publish.publish(tables(2 + i), wh, f"20250101T00000000000{i}Z")
-    assert old.name in release_ids(wh)
-    assert any(f"PID {writer.proc.pid}" in note and old.name in note for note in release.notes)
-
-    # The writer dies without a checkpoint: its log stays beside its own file, never the new one.
-    writer.proc.send_signal(signal.SIGKILL)
-    writer.proc.wait()
-    assert (old / "warehouse.duckdb.wal").exists()
-    publish.publish(tables(9), wh, "20250101T000000000009Z")
-    assert snapshot(wh)["source_files"] == [("v9.txt", 9)]
-    assert old.name not in release_ids(wh)
-
-
-def test_prune_never_removes_the_current_release_even_if_its_name_sorts_first(tmp_path: Path):
-    wh = tmp_path / "wh"
-    for i in range(4):
-        publish.publish(tables(2), wh, f"20250101T00000000000{i}Z")
-    publish.publish(tables(8), wh, "19990101T000000000000Z")  # the clock went back
-    assert os.readlink(wh / "current") == ".releases/19990101T000000000000Z"
-    assert "19990101T000000000000Z" in release_ids(wh)
-    assert snapshot(wh)["source_files"] == [("v8.txt", 8)]
-    assert len(release_ids(wh)) == publish.KEEP_RELEASES + 1
-
-
-def test_migrates_a_warehouse_with_a_plain_duckdb_file_and_a_stale_log(tmp_path: Path):
-    wh = tmp_path / "wh"
-    (wh / ".releases" / "old" / "parquet").mkdir(parents=True)
-    with duckdb.connect(str(wh / "warehouse.duckdb")) as con:
-        con.execute("CREATE TABLE papers AS SELECT 1 AS x")
-    (wh / "warehouse.duckdb.wal").write_bytes(b"a log of another file")
-    (wh / "parquet").symlink_to(".releases/old/parquet")
-    release = publish.publish(tables(4), wh, "20250101T000000000000Z")
-    assert not (wh / "warehouse.duckdb.wal").exists()
-    assert os.readlink(wh / "warehouse.duckdb") == "current/warehouse.duckdb"
-    assert snapshot(wh)["source_files"] == [("v4.txt", 4)]
-    assert any("plain file" in note for note in release.notes)
-
-
-def test_real_folder_where_a_link_belongs_is_refused(tmp_path: Path):
-    wh = tmp_path / "wh"
-    (wh / "parquet").mkdir(parents=True)
-    (wh / "parquet" / "mine.parquet").write_bytes(b"someone's data")
-    with pytest.raises(publish.PublishError, match="real file or folder"):
-        publish.publish(tables(2), wh, "20250101T000000000000Z")
-    assert (wh / "parquet" / "mine.parquet").read_bytes() == b"someone's data"
-    assert not (wh / "current").exists() and not (wh / "warehouse.duckdb").exists()  # nothing switched
-
-
-HOLD_LOCK = textwrap.dedent("""
-    import fcntl, os, sys, time
-    fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    os.pwrite(fd, f"PID {os.getpid()}\\n".encode(), 0)
-    print("locked", flush=True)
-    time.sleep(60)
-""")
-
-
-def test_concurrent_publish_waits_then_fails_naming_the_holder(tmp_path: Path):
-    wh = tmp_path / "wh"
-    wh.mkdir()
-    holder = subprocess.Popen([PY, "-c", HOLD_LOCK, str(wh / publish.LOCK_FILE)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline() == "locked\n"
-        with pytest.raises(publish.PublishError, match=rf"still running \(process PID {holder.pid}\); waited 0.5 s"):
-            publish.publish(tables(2), wh, "20250101T000000000000Z", wait_seconds=0.5)
-        assert not (wh / "current").exists()
-        # SIGKILL frees the lock (the OS drops it with the process): the next publish goes through.
-        holder.send_signal(signal.SIGKILL)
-        holder.wait()
-        publish.publish(tables(2), wh, "20250101T000000000000Z", wait_seconds=5)
-        assert snapshot(wh)["source_files"] == [("v2.txt", 2)]
-    finally:
-        holder.kill()
-        holder.wait()
-
-
-# A publisher that SIGKILLs itself at one step: test-side monkeypatching in a child process,
-# no hook in the production code.
-CRASHING_PUBLISH = textwrap.dedent("""
-    import os, signal, sys
-    import polars as pl
-    from etl_project import publish
-
-    point = sys.argv[2]
-    def die(*args, **kwargs):
-        os.kill(os.getpid(), signal.SIGKILL)
-    real_write, real_replace, real_point = publish._write_table, os.replace, publish.point_link
-    if point == "parquet":  # after the first table's file
-        written = []
-        def write_then_die(*a, **k):
-            real_write(*a, **k); written.append(1)
-            if len(written) == 2: die()
-        publish._write_table = write_then_die
-    elif point == "duckdb":  # every table written, the analysis layer not yet
-        publish.warehouse_sql.create_analysis_layer = die
-    elif point == "renamed":  # the release is complete in .releases/ but not switched to
-        def point_or_die(link, target, replace_file=False):
-            if link.name == "current": die()
-            real_point(link, target, replace_file)
-        publish.point_link = point_or_die
-    tables = {
-        "papers": pl.DataFrame({"paper_id": ["new"], "abstract": ["new"]}),
-        "source_files": pl.DataFrame({"source_file": ["new.txt"], "record_count": [1]}),
-    }
-    publish.publish(tables, __import__("pathlib").Path(sys.argv[1]), "20250101T000000000009Z")
-""")
-
-
-@pytest.mark.parametrize("point", ["parquet", "duckdb", "renamed"])
-def test_publish_killed_at_each_step_leaves_the_previous_release(tmp_path: Path, point: str):
-    wh = tmp_path / "wh"
-    publish.publish(tables(2), wh, "20250101T000000000000Z")
+    run(wh, 2, "run-one")
+    run(wh, 3, "run-two")
+    orphan = wh / "data" / "main" / "papers" / "etl-killed-run-0123.parquet"  # as a killed run leaves it
+    frames(7)["papers"].write_parquet(orphan, compression="zstd")
+    stray = wh / "data" / "main" / "source_files" / "etl-killed-run-4567.parquet"
+    frames(7)["source_files"].write_parquet(stray, compression="zstd")
     before = snapshot(wh)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(publish.__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([PY, "-c", CRASHING_PUBLISH, str(wh), point], env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == -signal.SIGKILL, done.stderr
-    assert os.readlink(wh / "current") == ".releases/20250101T000000000000Z"
-    assert snapshot(wh) == before
-    leftovers = {"parquet": "20250101T000000000009Z.partial", "duckdb": "20250101T000000000009Z.partial",
-                 "renamed": "20250101T000000000009Z"}
-    assert leftovers[point] in release_ids(wh)
-    # The next publish cleans up and succeeds.
-    release = publish.publish(tables(3), wh, "20250101T000000000010Z")
-    assert snapshot(wh)["source_files"] == [("v3.txt", 3)]
-    assert not any(name.endswith(".partial") for name in release_ids(wh))
-    assert (point != "renamed") == any("interrupted publish" in note for note in release.notes)
+    assert snapshot(wh) == before  # an unregistered file changes nothing a reader sees
+
+    done = run(wh, 4, "run-three")
+    assert not orphan.exists() and not stray.exists()
+    assert any("removed 2 data file(s)" in note for note in done.notes)
+    kept = snapshot_ids(wh)
+    assert len(kept) >= 3
+    for sid in kept:
+        assert all(Path(p).exists() for p in listed_files(wh, sid)), sid
+        if sid < done.snapshot_id:
+            tables(wh, sid)  # every kept snapshot still reads
+    assert data_files(wh) == set().union(*(listed_files(wh, sid) for sid in kept))
+    assert snapshot(wh) == rows(4)
+
+
+def test_retention_expires_old_snapshots_and_removes_only_their_files(tmp_path: Path):
+    wh = tmp_path / "wh"
+    keep_two = publish.Retention(snapshots=2, days=0)
+    published = [run(wh, 2 + i, f"run-{i}", keep_two) for i in range(4)]
+    kept = snapshot_ids(wh)
+    assert kept == [published[2].snapshot_id, published[3].snapshot_id]
+    assert any("expired" in note for note in published[3].notes)
+    assert data_files(wh) == listed_files(wh, kept[0]) | listed_files(wh, kept[1])
+    assert not [p for p in data_files(wh) if Path(p).name.startswith(("etl-run-0-", "etl-run-1-"))]
+    assert tables(wh, kept[0]) == rows(4) and snapshot(wh) == rows(5)
+
+    # Seven days: nothing this young expires, however many snapshots there are.
+    wh7 = tmp_path / "wh7"
+    week = publish.Retention(snapshots=2, days=7)
+    published = [run(wh7, 2 + i, f"run-{i}", week) for i in range(4)]
+    assert snapshot_ids(wh7)[-4:] == [p.snapshot_id for p in published]
+    assert not any(p.notes for p in published)
+    assert tables(wh7, published[0].snapshot_id) == rows(2)
+    assert len([p for p in data_files(wh7) if "/data/main/papers/" in p]) == 4
+
+
+def test_retention_from_the_environment(monkeypatch):
+    monkeypatch.setenv(publish.KEEP_SNAPSHOTS_ENV, "3")
+    monkeypatch.setenv(publish.KEEP_DAYS_ENV, "0.5")
+    assert publish.Retention.from_env() == publish.Retention(3, 0.5)
+    monkeypatch.delenv(publish.KEEP_SNAPSHOTS_ENV)
+    monkeypatch.delenv(publish.KEEP_DAYS_ENV)
+    assert publish.Retention.from_env() == publish.Retention(10, 7)
+    monkeypatch.setenv(publish.KEEP_SNAPSHOTS_ENV, "ten")
+    with pytest.raises(publish.PublishError, match="ETL_KEEP_SNAPSHOTS must be a number"):
+        publish.Retention.from_env()
+
+
+def test_rollback_makes_an_earlier_snapshot_current_as_a_new_one(tmp_path: Path):
+    wh = tmp_path / "wh"
+    first = run(wh, 2, "run-one")
+    second = run(wh, 3, "run-two", extra=pl.DataFrame({"x": [1]}))  # a table the first had not
+    assert set(snapshot(wh)) == {"papers", "source_files", "extra"}
+
+    back = publish.rollback(lake.Lake.of(wh), first.snapshot_id, "rollback-test")
+    assert back.snapshot_id == second.snapshot_id + 1 == current_snapshot(wh)
+    assert back.row_counts == {"papers": 2, "source_files": 1}
+    assert snapshot(wh) == rows(2)  # the extra table is gone, as in the first snapshot
+    assert set(tables(wh, second.snapshot_id)) == {"papers", "source_files", "extra"}  # still in the history
+    with etl_project.connect(wh) as con:
+        newest = publish.history(con).row(0, named=True)
+    assert newest["message"] == f"rollback to snapshot {first.snapshot_id}" and newest["run_id"] == "rollback-test"
+
+    with pytest.raises(publish.PublishError, match=r"snapshot 99 is not in the history \(kept: 0\.\.3\)"):
+        publish.rollback(lake.Lake.of(wh), 99, "rollback-unknown")
+    assert current_snapshot(wh) == back.snapshot_id
+    # Through the CLI (which takes the run lock): unknown fails with the message, a known one works.
+    done = subprocess.run([CLI, "rollback", "--warehouse", str(wh), "99"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "snapshot 99 is not in the history" in done.stderr
+    done = subprocess.run([CLI, "rollback", "--warehouse", str(wh), str(second.snapshot_id)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert f"now holds the tables of snapshot {second.snapshot_id} (3 papers)" in done.stdout
+    assert snapshot(wh) == {**rows(3), "extra": [(1,)]}
+    # The next publish replaces the rolled-back tables as usual.
+    assert run(wh, 4, "run-four").row_counts["papers"] == 4 and snapshot(wh)["papers"] == rows(4)["papers"]
+
+
+def test_export_writes_one_file_per_table_from_one_snapshot(tmp_path: Path):
+    wh = tmp_path / "wh"
+    first = run(wh, 2, "run-one")
+    run(wh, 3, "run-two")
+    with etl_project.connect(wh) as con:
+        now = publish.export(con, tmp_path / "now")
+        then = publish.export(con, tmp_path / "then", snapshot_id=first.snapshot_id)
+        only = publish.export(con, tmp_path / "only", tables=["papers"])
+        with pytest.raises(publish.PublishError, match="no table nope in snapshot"):
+            publish.export(con, tmp_path / "bad", tables=["nope"])
+    assert sorted(p.name for p in (tmp_path / "now").iterdir()) == ["papers.parquet", "source_files.parquet"]
+    assert {t: sorted(pl.read_parquet(p).rows(), key=repr) for t, p in now.items()} == rows(3)
+    assert {t: sorted(pl.read_parquet(p).rows(), key=repr) for t, p in then.items()} == rows(2)
+    assert list(only) == ["papers"] and not (tmp_path / "only" / "source_files.parquet").exists()
+    assert pq.ParquetFile(now["papers"]).metadata.row_group(0).column(0).compression == "ZSTD"
+
+    done = subprocess.run([CLI, "export", str(tmp_path / "cli"), "--warehouse", str(wh), "--snapshot", str(first.snapshot_id)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert f"papers: {tmp_path / 'cli' / 'papers.parquet'}" in done.stdout
+    assert pl.read_parquet(tmp_path / "cli" / "source_files.parquet").rows() == [("v2.txt", 2)]
+
+
+def test_a_moved_warehouse_opens_where_it_now_is(tmp_path: Path):
+    wh = tmp_path / "wh"
+    run(wh, 2, "run-one")
+    run(wh, 3, "run-two")
+    before = snapshot(wh)
+    (tmp_path / "elsewhere").mkdir()
+    moved = Path(shutil.move(str(wh), str(tmp_path / "elsewhere" / "moved")))
+    assert not wh.exists()
+
+    assert snapshot(moved) == before
+    assert tables(moved, current_snapshot(moved) - 1) == rows(2)
+    shell = subprocess.run([DUCKDB_CLI, "-init", "moved/open.sql", "-csv", "-noheader"], cwd=moved.parent,
+                           input="SELECT count(*) FROM papers;\nSELECT source_file FROM source_files;\n",
+                           capture_output=True, text=True, timeout=60)
+    assert shell.returncode == 0, shell.stderr
+    assert shell.stdout.split() == ["3", "v3.txt"]
+    done = subprocess.run([CLI, "sql", "--warehouse", str(moved), "SELECT count(*) AS n FROM papers"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"│\s+3\s+│", done.stdout), done.stdout
+
+    # Publishing into the moved folder keeps what its snapshots list (no orphan cleanup mistakes
+    # them for strays) and writes there.
+    done = run(moved, 4, "run-three")
+    assert snapshot(moved) == rows(4)
+    assert tables(moved, done.snapshot_id - 1) == rows(3)
+    assert all(p.startswith(str(moved)) for p in listed_files(moved))
+    assert not wh.exists()
+
+
+def test_the_old_layout_is_refused_and_nothing_is_deleted(tmp_path: Path):
+    wh = tmp_path / "wh"
+    (wh / ".releases" / "20250101T000000000000Z" / "parquet").mkdir(parents=True)
+    (wh / ".releases" / "20250101T000000000000Z" / "warehouse.duckdb").write_bytes(b"old database")
+    (wh / "current").symlink_to(".releases/20250101T000000000000Z")
+    (wh / "warehouse.duckdb").symlink_to("current/warehouse.duckdb")
+    listing = sorted(str(p.relative_to(wh)) for p in wh.rglob("*"))
+    with pytest.raises(publish.PublishError, match=r"pre-DuckLake layout \(\.releases, current, warehouse\.duckdb\).*"
+                                                   r"mkdir old-warehouse && mv .*/\.releases .*/current .*/warehouse\.duckdb old-warehouse/"):
+        run(wh, 2, "run-one")
+    assert sorted(str(p.relative_to(wh)) for p in wh.rglob("*")) == listing
+    assert (wh / "warehouse.duckdb").read_bytes() == b"old database"
+    assert not (wh / "catalog.sqlite").exists() and not (wh / "data").exists()
+
+
+def test_a_table_may_gain_a_column_between_publishes(tmp_path: Path):
+    wh = tmp_path / "wh"
+    first = run(wh, 2, "run-one")
+    wider = frames(3)
+    wider["papers"] = wider["papers"].with_columns(pl.Series("year", [2020, 2021, 2022]))
+    second = publish.publish(wider, lake.Lake.of(wh), "run-two", publish.Retention())
+    with etl_project.connect(wh) as con:
+        assert [r[0] for r in con.sql("DESCRIBE papers").fetchall()] == ["paper_id", "abstract", "year"]
+        assert con.sql("SELECT max(year) FROM papers").fetchone() == (2022,)
+    assert snapshot(wh)["papers"] == sorted(wider["papers"].rows(), key=repr)
+    assert tables(wh, first.snapshot_id) == rows(2)  # the old snapshot keeps its columns
+    assert second.snapshot_id == first.snapshot_id + 1
+    # And back to fewer columns.
+    run(wh, 4, "run-three")
+    assert snapshot(wh) == rows(4)
