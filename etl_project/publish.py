@@ -79,7 +79,7 @@ def publish(tables: Mapping[str, pl.DataFrame | pl.LazyFrame], target: Lake, run
     con = lake.attach(target, read_only=False, memory_limit=settings.duckdb_memory_limit())
     written: list[str] = []
     try:
-        _prepare(con, target)
+        _prepare(con)
         notes = _delete_orphans(con)
         files = {}
         for name, frame in tables.items():
@@ -106,25 +106,31 @@ def publish(tables: Mapping[str, pl.DataFrame | pl.LazyFrame], target: Lake, run
         lake.write_open_sql(target)
     finally:
         for path in written:  # never registered: nothing lists them
-            Path(path).unlink(missing_ok=True)
+            if "://" not in path:
+                Path(path).unlink(missing_ok=True)
         con.close()
     return Published(snapshot_id, row_counts, notes)
 
 
-def _prepare(con: duckdb.DuckDBPyConnection, target: Lake) -> None:
-    """Settings of a new lake: DuckLake's own writes (the search index) in zstd, like Polars'."""
-    con.execute(f"CALL {ALIAS}.set_option('parquet_compression', 'zstd')")
+def _prepare(con: duckdb.DuckDBPyConnection) -> None:
+    """DuckLake's own writes (the search index, rollbacks) in zstd, like Polars'; set once."""
+    options = dict(con.execute(f"SELECT option_name, value FROM ducklake_options({_literal(ALIAS)})").fetchall())
+    if options.get("parquet_compression") != "zstd":
+        con.execute(f"CALL {ALIAS}.set_option('parquet_compression', 'zstd')")
 
 
 def _write_data_file(frame: pl.LazyFrame, data_path: str, table: str, run_id: str) -> tuple[str, int]:
     """One zstd Parquet file holding ``frame`` (streamed: a scan of the stage is never held whole),
     at a name no other run or table uses. Returns its path and row count."""
-    folder = Path(data_path) / "main" / table
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"etl-{run_id}-{uuid.uuid4().hex}.parquet"
+    name = f"main/{table}/etl-{run_id}-{uuid.uuid4().hex}.parquet"
+    if "://" in data_path:  # object storage: Polars writes the URL itself
+        path = data_path + name
+    else:
+        path = str(Path(data_path) / name)
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
     frame.sink_parquet(path, compression="zstd", statistics=True)
     rows = pl.scan_parquet(path).select(pl.len()).collect().item()
-    return str(path), rows
+    return path, rows
 
 
 def _replace_rows(con: duckdb.DuckDBPyConnection, table: str, path: str, rows: int) -> None:
