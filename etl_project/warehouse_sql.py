@@ -334,8 +334,10 @@ def publish_analysis_layer(con: duckdb.DuckDBPyConnection, index_built: bool) ->
         for table in INDEX_TABLES:
             con.execute(f"CREATE OR REPLACE TABLE {SEARCH_SCHEMA}.{table} AS SELECT * FROM memory.{FTS_SCHEMA}.{table}")
         created.append(SEARCH.name)
-    elif _schema_exists(con, SEARCH_SCHEMA):
-        con.execute(f"DROP SCHEMA {SEARCH_SCHEMA} CASCADE")  # no stale index over other papers
+    else:  # no stale index over other papers, nor a search_papers reading a dropped one
+        if _schema_exists(con, SEARCH_SCHEMA):
+            con.execute(f"DROP SCHEMA {SEARCH_SCHEMA} CASCADE")
+        con.execute(f"DROP MACRO TABLE IF EXISTS {SEARCH.name}")
     return created + create_views(con, with_search=index_built)
 
 
