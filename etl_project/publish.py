@@ -16,6 +16,7 @@ removed. ``rollback`` makes an earlier snapshot's tables current again as a new 
 
 import json
 import os
+import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -33,8 +34,14 @@ KEEP_SNAPSHOTS_ENV = "ETL_KEEP_SNAPSHOTS"
 KEEP_DAYS_ENV = "ETL_KEEP_SNAPSHOT_DAYS"
 DEFAULT_KEEP_SNAPSHOTS = 10
 DEFAULT_KEEP_DAYS = 7.0
+# A commit another writer of the catalog got in the way of (SQLite: "database is locked", which
+# DuckLake does not retry; PostgreSQL: a conflict its own retries could not resolve) is redone.
+RETRYABLE = ("database is locked", "Transaction conflict")
+COMMIT_ATTEMPTS = 5
+COMMIT_BACKOFF_SECONDS = 0.2
 # What the folder held before the warehouse was a DuckLake: refused, never deleted.
 OLD_LAYOUT = (".releases", "current", "warehouse.duckdb", "parquet")
+ROLLBACK_PREFIX = "__rollback_"  # an earlier snapshot's table while rollback puts it back
 
 
 class PublishError(RuntimeError):
@@ -88,18 +95,16 @@ def publish(tables: Mapping[str, pl.DataFrame | pl.LazyFrame], target: Lake, run
         row_counts = {name: rows for name, (_, rows) in files.items()}
         sources = {name: files[name][0] for name in warehouse_sql.SEARCH.requires if name in files}
         index_built = warehouse_sql.build_search_index(con, sources, target.warehouse / ".stage" / "duckdb_tmp")
-        con.execute("BEGIN")
-        try:
+
+        def snapshot() -> None:
             for name, (path, rows) in files.items():
                 _replace_rows(con, name, path, rows)
                 for statement in contract.comment_statements(name, _columns(con, name)):
                     con.execute(statement)
             warehouse_sql.publish_analysis_layer(con, index_built)
             _commit_message(con, f"run {run_id}", {"run_id": run_id, "tables": row_counts})
-            con.execute("COMMIT")
-        except BaseException:
-            _rollback(con)
-            raise
+
+        notes += _in_transaction(con, snapshot)
         written = []  # the lake's now
         snapshot_id = _snapshot_of_run(con, run_id)
         notes += expire_snapshots(con, retention)
@@ -162,6 +167,30 @@ def _columns(con: duckdb.DuckDBPyConnection, table: str, with_types: bool = Fals
 
 def _commit_message(con: duckdb.DuckDBPyConnection, message: str, extra: dict) -> None:
     con.execute(f"CALL {ALIAS}.set_commit_message(?, ?, extra_info => ?)", [AUTHOR, message, json.dumps(extra)])
+
+
+def _in_transaction(con: duckdb.DuckDBPyConnection, body, attempts: int = COMMIT_ATTEMPTS) -> list[str]:
+    """Run ``body`` in one transaction and commit it. A commit that collides with another
+    writer of the catalog (another tool: runs of this project take turns by the run lock) is
+    redone from the start, a few times with backoff; the failed attempt left nothing behind.
+    Returns notes on the retries."""
+    notes = []
+    for attempt in range(1, attempts + 1):
+        con.execute("BEGIN")
+        try:
+            body()
+            con.execute("COMMIT")
+            return notes
+        except duckdb.TransactionException as exc:
+            _rollback(con)
+            if attempt == attempts or not any(text in str(exc) for text in RETRYABLE):
+                raise PublishError(f"the commit to the catalog failed {attempt} time(s): {exc}") from exc
+            notes.append(f"commit attempt {attempt} collided with another writer of the catalog; retried")
+            time.sleep(COMMIT_BACKOFF_SECONDS * 2 ** (attempt - 1))
+        except BaseException:
+            _rollback(con)
+            raise
+    return notes
 
 
 def _rollback(con: duckdb.DuckDBPyConnection) -> None:
@@ -229,16 +258,18 @@ def rollback(target: Lake, snapshot_id: int, run_id: str) -> Published:
         now = _tables_at(con, None)
         con.execute("BEGIN")
         try:
-            for schema, table in sorted(now - then):
+            # The old rows are copied under a passing name before any table is dropped: once
+            # dropped in this transaction, a name no longer resolves ``AT (VERSION => ...)``.
+            for schema, table in sorted(then):
+                con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(schema)}")
+                con.execute(f"CREATE TABLE {quote(schema)}.{quote(ROLLBACK_PREFIX + table)} AS "
+                            f"SELECT * FROM {quote(schema)}.{quote(table)} AT (VERSION => {int(snapshot_id)})")
+            for schema, table in sorted(now):
                 con.execute(f"DROP TABLE {quote(schema)}.{quote(table)}")
             counts = {}
             for schema, table in sorted(then):
                 name = f"{quote(schema)}.{quote(table)}"
-                old = f"(SELECT * FROM {name} AT (VERSION => {int(snapshot_id)}))"
-                if (schema, table) in now:
-                    con.execute(f"DROP TABLE {name}")
-                con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(schema)}")
-                con.execute(f"CREATE TABLE {name} AS SELECT * FROM {old}")
+                con.execute(f"ALTER TABLE {quote(schema)}.{quote(ROLLBACK_PREFIX + table)} RENAME TO {quote(table)}")
                 if schema == "main":
                     counts[table] = con.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
                     for statement in contract.comment_statements(table, _columns(con, table)):

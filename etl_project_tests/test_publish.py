@@ -106,7 +106,7 @@ def test_failing_publish_commits_nothing_and_removes_the_files_it_wrote(tmp_path
                 Path(path).write_bytes(b"not parquet at all" * 10)
             return path, count
         monkeypatch.setattr(publish, "_write_data_file", write_garbage)
-        expected = ""
+        expected = "not a|magic bytes"  # DuckDB: not a Parquet file
     with pytest.raises(Exception, match=expected):
         run(wh, 5, "run-failing")
     monkeypatch.undo()
@@ -213,7 +213,8 @@ def test_rollback_makes_an_earlier_snapshot_current_as_a_new_one(tmp_path: Path)
     assert back.snapshot_id == second.snapshot_id + 1 == current_snapshot(wh)
     assert back.row_counts == {"papers": 2, "source_files": 1}
     assert snapshot(wh) == rows(2)  # the extra table is gone, as in the first snapshot
-    assert set(tables(wh, second.snapshot_id)) == {"papers", "source_files", "extra"}  # still in the history
+    assert tables(wh, second.snapshot_id) == rows(3)  # still in the history, the extra table too
+    assert query(wh, f"SELECT x FROM extra AT (VERSION => {second.snapshot_id})") == [(1,)]
     with etl_project.connect(wh) as con:
         newest = publish.history(con).row(0, named=True)
     assert newest["message"] == f"rollback to snapshot {first.snapshot_id}" and newest["run_id"] == "rollback-test"
@@ -256,33 +257,41 @@ def test_export_writes_one_file_per_table_from_one_snapshot(tmp_path: Path):
 
 
 def test_a_moved_warehouse_opens_where_it_now_is(tmp_path: Path):
-    wh = tmp_path / "wh"
+    """Moved with its name (as a project folder moves): connect, ``etl-project sql`` and
+    ``duckdb -init warehouse/open.sql`` from the new parent. Renamed: connect and sql (open.sql
+    names the folder, relative to its parent, until the next publish rewrites it)."""
+    wh = tmp_path / "project" / "warehouse"
     run(wh, 2, "run-one")
     run(wh, 3, "run-two")
     before = snapshot(wh)
     (tmp_path / "elsewhere").mkdir()
-    moved = Path(shutil.move(str(wh), str(tmp_path / "elsewhere" / "moved")))
+    moved = Path(shutil.move(str(wh), str(tmp_path / "elsewhere" / "warehouse")))
     assert not wh.exists()
 
     assert snapshot(moved) == before
     assert tables(moved, current_snapshot(moved) - 1) == rows(2)
-    shell = subprocess.run([DUCKDB_CLI, "-init", "moved/open.sql", "-csv", "-noheader"], cwd=moved.parent,
+    shell = subprocess.run([DUCKDB_CLI, "-init", "warehouse/open.sql", "-csv", "-noheader"], cwd=moved.parent,
                            input="SELECT count(*) FROM papers;\nSELECT source_file FROM source_files;\n",
                            capture_output=True, text=True, timeout=60)
     assert shell.returncode == 0, shell.stderr
     assert shell.stdout.split() == ["3", "v3.txt"]
-    done = subprocess.run([CLI, "sql", "--warehouse", str(moved), "SELECT count(*) AS n FROM papers"],
+
+    renamed = Path(shutil.move(str(moved), str(tmp_path / "renamed")))
+    assert snapshot(renamed) == before
+    done = subprocess.run([CLI, "sql", "--warehouse", str(renamed), "SELECT count(*) AS n FROM papers"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert re.search(r"│\s+3\s+│", done.stdout), done.stdout
 
-    # Publishing into the moved folder keeps what its snapshots list (no orphan cleanup mistakes
-    # them for strays) and writes there.
-    done = run(moved, 4, "run-three")
-    assert snapshot(moved) == rows(4)
-    assert tables(moved, done.snapshot_id - 1) == rows(3)
-    assert all(p.startswith(str(moved)) for p in listed_files(moved))
-    assert not wh.exists()
+    # Publishing into the renamed folder keeps what its snapshots list (the orphan cleanup does
+    # not take them for strays), writes there, and rewrites open.sql for the new name.
+    done = run(renamed, 4, "run-three")
+    assert snapshot(renamed) == rows(4)
+    assert tables(renamed, done.snapshot_id - 1) == rows(3)
+    assert all(p.startswith(str(renamed / "data")) for p in listed_files(renamed))
+    shell = subprocess.run([DUCKDB_CLI, "-init", "renamed/open.sql", "-csv", "-noheader"], cwd=tmp_path,
+                           input="SELECT count(*) FROM papers;\n", capture_output=True, text=True, timeout=60)
+    assert shell.stdout.split() == ["4"], shell.stderr
 
 
 def test_the_old_layout_is_refused_and_nothing_is_deleted(tmp_path: Path):
