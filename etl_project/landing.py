@@ -67,11 +67,15 @@ class FileState:
 def scan(root: Path) -> dict[str, FileState]:
     """Every candidate file of the landing folder by partition key (symlinks are not followed:
     ingest rejects those that lead outside; a broken one is seen with size 0). A subfolder that
-    cannot be listed is a candidate too, so that ingest records it as refused, not skipped."""
-    if not root.is_dir():
-        raise FileNotFoundError(f"landing folder does not exist: {root}")
+    cannot be listed is a candidate too, so that ingest records it as refused, not skipped.
+
+    Raises ingest.LandingFolderError when the folder itself is missing, is a file or cannot be
+    listed: that is never "no files"."""
     unlisted: list[OSError] = []
     paths = ingest.list_landing_files(root, unlisted)
+    for error in unlisted:
+        if error.filename and Path(error.filename) == root:
+            raise ingest.LandingFolderError(f"cannot list the landing folder {root}: {error.strerror or error}")
     paths += [Path(error.filename) for error in unlisted if error.filename and Path(error.filename) != root]
     found = {}
     for path in paths:
