@@ -47,19 +47,16 @@ def run_pipeline(seeds: Path | None, warehouse: Path | None, full: bool = False)
     os.environ.setdefault("DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS", "1")
     home.mkdir(parents=True, exist_ok=True)
     if not (home / "dagster.yaml").exists():
-        # Without the project's settings the instance has no pool: concurrent runs could collide.
+        # The project's settings: the run queue and run monitoring.
         shutil.copyfile(settings.instance_settings(), home / "dagster.yaml")
 
     import dagster as dg
 
-    from etl_project.defs import instance_storage, launch
+    from etl_project.defs import launch
     from etl_project.definitions import ETL_JOB, defs
 
     with launch.home_lock(home):  # the first use of a new home creates its database
         instance = dg.DagsterInstance.get()
-    if not instance_storage.serializes_slots(instance):
-        print(f"warning: {home / 'dagster.yaml'} does not use the project's storage; two runs at once may both "
-              f"take the pool's one slot. Copy its `storage:` section from {settings.instance_settings()}.", file=sys.stderr)
     with instance:
         try:
             plan, result = launch.run_in_process(
