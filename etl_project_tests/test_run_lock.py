@@ -153,6 +153,25 @@ def test_the_same_run_taking_it_twice_in_one_process_does_not_wait_for_itself(tm
         pass
 
 
+def test_the_resource_holds_the_lock_while_it_is_in_use(tmp_path: Path):
+    from etl_project import locks
+    from etl_project.defs.resources import EtlSettings, WarehouseLock
+
+    lock = WarehouseLock(etl=EtlSettings(warehouse_dir=str(tmp_path)))
+    with dg.build_resources({"lock": lock}):
+        fd = os.open(tmp_path / ".run.lock", os.O_RDWR)
+        try:
+            assert not locks.try_flock(fd)
+            assert f'"pid": {os.getpid()}' in (tmp_path / ".run.lock").read_text()
+        finally:
+            os.close(fd)
+    fd = os.open(tmp_path / ".run.lock", os.O_RDWR)
+    try:
+        assert locks.try_flock(fd)
+    finally:
+        os.close(fd)
+
+
 # --- a pipeline run takes it before its first step ------------------------------------------
 
 

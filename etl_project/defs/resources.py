@@ -59,7 +59,8 @@ class WarehouseLock(dg.ConfigurableResource):
     @contextlib.contextmanager
     def yield_for_execution(self, context: dg.InitResourceContext):
         warehouse = self.etl.warehouse
-        with run_lock.hold(settings.catalog(warehouse), warehouse, context.run_id, context.log):
+        log = context.log or dg.get_dagster_logger()  # no run's log outside a run (build_resources)
+        with run_lock.hold(settings.catalog(warehouse), warehouse, context.run_id, log):
             yield self
 
 
