@@ -308,3 +308,19 @@ def test_two_processes_take_turns_for_the_advisory_lock(holders, postgres_catalo
 
 def test_a_killed_holder_releases_the_advisory_lock(holders, postgres_catalog: str, tmp_path: Path):
     a_killed_holder_lets_go(holders, postgres_catalog, tmp_path / "wh")
+
+
+def test_a_run_whose_lock_session_was_ended_says_so(holders, postgres_catalog: str, tmp_path: Path):
+    import psycopg
+
+    holder = holders(postgres_catalog, tmp_path / "wh", "run-cut-off")
+    holder.wait_for("HOLDING")
+    with psycopg.connect(run_lock.postgres_conninfo(postgres_catalog), autocommit=True) as con:
+        ended = con.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+            (f"etl_project run run-cut-off pid {holder.pid}",),
+        ).fetchall()
+    assert ended == [(True,)]
+    holder.proc.stdin.write("go\n")
+    holder.proc.stdin.flush()
+    holder.wait_for("WARNING the warehouse lock's session to the catalog's server ended during the run")
