@@ -1,15 +1,21 @@
-"""``etl-project run``: materialize the whole asset graph as a real run in the Dagster instance."""
+"""etl-project: run the pipeline (a real run in the Dagster instance) and install its helpers."""
 
 import argparse
+import errno
+import logging
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from etl_project import settings, warehouse_cli
 
-# Step-by-step events stay in the run's log in the UI; the terminal gets warnings and the summary.
-QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+# The run's event log (the UI) keeps every step's events and tracebacks; the terminal gets only the
+# summary, which names each failed step's cause and the warnings the run logged, one line each.
+QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+MAX_WARNINGS = 10
+_SKIPPED_STEP = "Dependencies for step "  # Dagster's note on each step after a failed one
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,30 +25,54 @@ def main(argv: list[str] | None = None) -> int:
         "run",
         help="parse new and changed landing files, then rebuild and publish the warehouse",
         description="Parse the landing files that are new or changed since the warehouse last "
-        "parsed them (all of them with --full), then rebuild and publish every cross-file table.",
+        "parsed them (all of them with --full), then rebuild and publish every cross-file table. "
+        "A run that would remove every published file, or more than half of them, is refused "
+        "unless --allow-removals is given.",
     )
     run.add_argument("--seeds", type=Path, help=f"landing folder (default: ${settings.SEEDS_ENV} or ./seeds of the project)")
     run.add_argument("--warehouse", type=Path, help=f"output folder (default: ${settings.WAREHOUSE_ENV} or ./warehouse of the project)")
     run.add_argument("--full", action="store_true", help="re-parse every file, changed or not (e.g. after an upgrade)")
+    run.add_argument(
+        "--allow-removals", action="store_true",
+        help="apply the removal of every published file or of more than half of them (refused otherwise: "
+        "an empty or wrong landing folder must not empty the warehouse)",
+    )
     warehouse_cli.add_commands(commands)
     args = parser.parse_args(argv)
     if args.command != "run":
         return args.handler(args)
-    return run_pipeline(args.seeds, args.warehouse, args.full)
+    return run_pipeline(args.seeds, args.warehouse, args.full, args.allow_removals)
 
 
-def run_pipeline(seeds: Path | None, warehouse: Path | None, full: bool = False) -> int:
+def run_pipeline(seeds: Path | None, warehouse: Path | None, full: bool = False, allow_removals: bool = False) -> int:
     # The flags set the same variables every entry point reads, before the definitions load.
-    os.environ[settings.SEEDS_ENV] = str(settings.seeds_dir(seeds))
-    os.environ[settings.WAREHOUSE_ENV] = str(settings.warehouse_dir(warehouse))
-    home = Path(os.environ.setdefault("DAGSTER_HOME", str(settings.default_dagster_home())))
+    seeds, warehouse = settings.seeds_dir(seeds), settings.warehouse_dir(warehouse)
+    os.environ[settings.SEEDS_ENV] = str(seeds)
+    os.environ[settings.WAREHOUSE_ENV] = str(warehouse)
+    # The instance belongs to the warehouse: DAGSTER_HOME when set, else the project's home for the
+    # project's warehouse and <warehouse>/.dagster_home for any other (settings.dagster_home).
+    home = settings.dagster_home(warehouse)
+    os.environ["DAGSTER_HOME"] = str(home)
     # One "planned" event per asset for a run over many files instead of one per file and asset
     # (SQLite writes them one by one: minutes for thousands of files). The cost: when such a run
     # fails, its files show as missing rather than failed in the UI.
     os.environ.setdefault("DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS", "1")
-    home.mkdir(parents=True, exist_ok=True)
+
+    from etl_project import ingest
+
+    previous = previous_snapshot(warehouse)  # before the run: a failed publish may leave a catalog file
+    try:
+        ingest.check_landing_folder(seeds)
+    except ingest.LandingFolderError as exc:
+        return not_started(str(exc), previous)
+    problem = (
+        writable_folder(warehouse, "warehouse", f"choose another with --warehouse or ${settings.WAREHOUSE_ENV}")
+        or writable_folder(home, "Dagster instance folder (DAGSTER_HOME)", "set DAGSTER_HOME to a writable folder")
+    )
+    if problem:
+        return not_started(problem, previous)
     if not (home / "dagster.yaml").exists():
-        # Without the project's settings the instance has no pool: concurrent runs could collide.
+        # Without the project's settings the instance lacks its run queue and run monitoring.
         shutil.copyfile(settings.instance_settings(), home / "dagster.yaml")
 
     import dagster as dg
@@ -55,59 +85,147 @@ def run_pipeline(seeds: Path | None, warehouse: Path | None, full: bool = False)
     with instance:
         try:
             plan, result = launch.run_in_process(
-                defs.resolve_job_def(ETL_JOB), instance,
-                settings.seeds_dir(), settings.warehouse_dir(), full=full, run_config=QUIET_LOGS,
+                defs.resolve_job_def(ETL_JOB), instance, seeds, warehouse,
+                full=full, run_config=QUIET_LOGS, allow_removals=allow_removals or settings.allow_removals(),
             )
-        except FileNotFoundError as exc:
-            print(f"run FAILED before it started: {exc}\nwarehouse:  NOT published; the previous release stays")
-            return 1
-    print(summarize(result, plan, instance_home=str(home)))
+        except (launch.RunRefused, ingest.LandingFolderError) as exc:
+            return not_started(str(exc), previous)
+        warnings = logged_warnings(instance, result.run_id)
+    print(summarize(result, plan, instance_home=str(home), previous=previous, warnings=warnings))
     return 0 if result.success else 1
 
 
-def summarize(result, plan, instance_home: str) -> str:
+def not_started(reason: str, previous: bool | None) -> int:
+    print(f"run NOT started: {reason}")
+    if previous is False:
+        print("warehouse:  nothing was published (the warehouse has no earlier snapshot)")
+    else:
+        print(f"warehouse:  not changed; {_previous_note(previous)}")
+    return 1
+
+
+def writable_folder(folder: Path, what: str, advice: str) -> str | None:
+    """None when ``folder`` exists (created if need be) and a file can be written in it; else one
+    line naming the folder, the cause and what to do. A write probe, not a permission check: it
+    also catches read-only mounts, a full disk and running as root where modes do not apply."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"cannot create the {what} {folder}: {exc.strerror or exc}; {advice}"
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-probe-") as probe:
+            probe.write(b"\0" * 4096)
+            probe.flush()
+            os.fsync(probe.fileno())
+        full = shutil.disk_usage(folder).free == 0
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return f"the disk holding the {what} {folder} is full ({exc.strerror}); free some space or {advice}"
+        return f"cannot write in the {what} {folder}: {exc.strerror or exc}; {advice}"
+    if full:
+        return f"the disk holding the {what} {folder} is full (0 bytes free); free some space or {advice}"
+    return None
+
+
+def previous_snapshot(warehouse: Path) -> bool | None:
+    """Whether the warehouse holds an earlier publish: True, False, or None when the catalog is
+    not a local file (ETL_CATALOG names a server) and so cannot be looked at cheaply."""
+    from etl_project.lake import Lake
+
+    catalog_file = Lake.of(warehouse).catalog_file
+    if catalog_file is None:
+        return None
+    return catalog_file.is_file() and catalog_file.stat().st_size > 0
+
+
+def _previous_note(previous: bool | None) -> str:
+    if previous is None:
+        return "the previous snapshot, if any, stays current"
+    return "the previous snapshot stays current" if previous else "the warehouse has no earlier snapshot"
+
+
+def logged_warnings(instance, run_id: str) -> list[str]:
+    """The WARNING and ERROR lines the run's steps logged themselves (not Dagster's events)."""
+    try:
+        entries = instance.all_logs(run_id)
+    except Exception:  # noqa: BLE001 - the summary must not fail on the event log
+        return []
+    return [
+        f"{entry.step_key or 'run'}: {entry.user_message}" for entry in entries
+        if entry.dagster_event is None and entry.level >= logging.WARNING and entry.user_message
+        and not entry.user_message.startswith(_SKIPPED_STEP)
+    ]
+
+
+def summarize(result, plan, instance_home: str, previous: bool | None = None, warnings: list[str] | None = None) -> str:
+    """The terminal's account of a run: what it parsed, what it published (from the ``warehouse``
+    asset's metadata, any key of which may be missing), and one line per failed check or step."""
     metadata = {}
     for event in result.get_asset_materialization_events():
         materialization = event.step_materialization_data.materialization
         metadata[materialization.asset_key.to_user_string()] = {k: v.value for k, v in materialization.metadata.items()}
     checks = result.get_asset_check_evaluations()
     failed = [c for c in checks if not c.passed]
-    papers = metadata.get("papers", {})
+    step_failures = list(result.get_step_failure_events())
+    papers = metadata.get("papers")
     published = metadata.get("warehouse")
     changes = plan.changes
+    parsed = "parsed" if not plan.to_parse or "parsed_files" in metadata else "did not parse its"
+    counts = f"{len(changes.new)} new, {len(changes.changed)} changed"
+    if getattr(plan, "full", False):
+        this_run = f"{parsed} {len(plan.to_parse)} file(s) (full refresh: {counts}, {len(changes.unchanged)} unchanged), {len(plan.removed)} removed"
+    else:
+        this_run = f"{parsed} {len(plan.to_parse)} file(s) ({counts}), {len(plan.removed)} removed, {len(changes.unchanged)} unchanged"
     lines = [
         f"run {result.run_id} {'succeeded' if result.success else 'FAILED'} (DAGSTER_HOME={instance_home})",
-        f"this run:   parsed {len(plan.to_parse)} file(s) "
-        f"({len(changes.new)} new, {len(changes.changed)} changed), {len(plan.removed)} removed, "
-        f"{len(changes.unchanged)} unchanged",
+        f"this run:   {this_run}",
     ]
     if published:
         lines += [
-            f"files:      {published['rows/source_files']} ({published['files_ok']} ok, "
-            f"{published['files_empty']} empty, {published['files_rejected']} rejected)",
-            f"records:    {published['rows/raw_records']} ({published['rows/rejected_records']} rejected paragraphs)",
+            f"files:      {published.get('rows/source_files', '?')} ({published.get('files_ok', '?')} ok, "
+            f"{published.get('files_empty', '?')} empty, {published.get('files_rejected', '?')} rejected)",
+            f"records:    {published.get('rows/raw_records', '?')} ({published.get('rows/rejected_records', '?')} rejected paragraphs)",
         ]
-    lines += [
-        f"papers:     {papers.get('papers', '?')} ({papers.get('duplicate_records', '?')} duplicate records, "
-        f"{papers.get('near_records', '?')} of them near duplicates; "
-        f"{papers.get('papers_in_several_files', '?')} papers in several files)",
-        f"checks:     {len(checks) - len(failed)} passed, {len(failed)} failed",
-    ]
+    if papers:
+        lines.append(
+            f"papers:     {papers.get('papers', '?')} ({papers.get('duplicate_records', '?')} duplicate records, "
+            f"{papers.get('near_records', '?')} of them near duplicates; "
+            f"{papers.get('papers_in_several_files', '?')} papers in several files)"
+        )
+    if checks or result.success:
+        lines.append(f"checks:     {len(checks) - len(failed)} passed, {len(failed)} failed")
+    else:
+        lines.append("checks:     none ran (the run stopped before them)")
     for check in failed:
         lines.append(f"  FAILED {check.asset_key.to_user_string()}:{check.check_name} ({check.severity.value})")
-    for event in result.get_step_failure_events():
+    for event in step_failures:
         error = event.step_failure_data.error
         while error and error.cause:  # the root cause says what went wrong, not Dagster's wrapper
             error = error.cause
-        lines.append(f"error in step {event.step_key}: {error.message.strip() if error else 'unknown'}")
-    if published and published["files_rejected"]:
-        lines.append("refused files:\n" + str(published["refused"]))
+        message = next((line.strip() for line in (error.message if error else "").splitlines() if line.strip()), "unknown error")
+        lines.append(f"error in step {event.step_key}: {message}")
+    if step_failures:
+        lines.append(f"  the traceback is in the run's log in the Dagster UI (run {result.run_id}; "
+                     f"DAGSTER_HOME={instance_home} dagster dev)")
+    shown = [w for w in warnings or [] if not (published and w.split(": ", 1)[-1].startswith("refused "))]
+    lines += [f"warning:    {w}" for w in shown[:MAX_WARNINGS]]
+    if len(shown) > MAX_WARNINGS:
+        lines.append(f"warning:    ... {len(shown) - MAX_WARNINGS} more in the run's log")
+    if published and published.get("files_rejected"):
+        lines.append("refused files:\n" + str(published.get("refused", "")))
     if published:
-        lines.append(f"warehouse:  snapshot {published['snapshot_id']} of {published['catalog']} "
-                     f"(etl-project sql \"FROM papers\", or duckdb -init {published['open_sql']})")
+        lines.append("warehouse:  " + _published_line(published))
     else:
-        lines.append("warehouse:  NOT published (a blocking check failed or a step errored); the previous release stays")
+        why = "a step failed" if step_failures else "a blocking check failed" if failed else "the run failed"
+        lines.append(f"warehouse:  NOT published ({why}); {_previous_note(previous)}")
     return "\n".join(lines)
+
+
+def _published_line(published: dict) -> str:
+    line = f"snapshot {published.get('snapshot_id', '?')} of {published.get('catalog', '?')}"
+    if published.get("open_sql"):
+        line += f' (etl-project sql "FROM papers", or duckdb -init {published["open_sql"]})'
+    return line
 
 
 if __name__ == "__main__":

@@ -36,7 +36,12 @@ Decoding (``decode_bytes``), first rule that applies:
    ``benchmarks/encoding_detection.py``: Central European (cp1250, ISO-8859-2) and Turkish
    (cp1254) files can be read as cp1252, by the detector alone as by this rule; save such files
    as UTF-8.
-Then every U+FEFF (a BOM of a concatenated file) is dropped and CRLF and CR become LF.
+Only a leading byte-order mark is an encoding signature (the codec drops it); any other U+FEFF
+(files concatenated with their BOMs) stays in the text and in ``raw_text``, exactly as decoded
+(normalization removes it from ``text`` and the dedup keys). CRLF and CR become LF.
+``decoded_chars`` counts the non-whitespace characters of the decoder's output before that, so
+the accounting check (every such character is in a title, a raw or a rejected record) would
+catch a cleaning step that lost any.
 
 Splitting: the title is the first non-blank line. Every later paragraph is numbered 1, 2, ... in
 file order; a paragraph that is not a plausible record (control characters, U+FFFD, longer than
@@ -50,7 +55,7 @@ import codecs
 import hashlib
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import charset_normalizer
@@ -101,7 +106,7 @@ SOURCE_FILES_SCHEMA = {
     "rejected_count": pl.UInt32,
     "status": pl.String,
     "error": pl.String,
-    "decoded_chars": pl.Int64,  # non-whitespace characters of the decoded text (accounting)
+    "decoded_chars": pl.Int64,  # non-whitespace characters the decoder returned (accounting)
 }
 
 
@@ -113,6 +118,9 @@ class Decoded:
     encoding: str
     confidence: str
     decode_errors: int = 0
+    # Non-whitespace characters of the decoder's output, counted before line endings are
+    # normalized (the accounting check compares it with what the tables hold).
+    decoded_chars: int | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -127,6 +135,24 @@ class LandedFile:
     error: str | None
     encoding_confidence: str | None = None
     decode_errors: int = 0
+    decoded_chars: int | None = None  # from Decoded; None: counted from ``text``
+
+
+class LandingFolderError(OSError):
+    """The landing folder is missing, is not a folder or cannot be listed: an error, never an
+    empty folder (a mistyped path or an unmounted share must not look like "no files")."""
+
+
+def check_landing_folder(root: Path) -> None:
+    if root.is_file():
+        raise LandingFolderError(f"landing folder {root} is a file, not a folder")
+    if not root.is_dir():
+        raise LandingFolderError(f"landing folder does not exist: {root}")
+    try:
+        with os.scandir(root):
+            pass
+    except OSError as exc:
+        raise LandingFolderError(f"cannot list the landing folder {root}: {exc.strerror or exc}") from exc
 
 
 def is_ignored(name: str) -> bool:
@@ -144,6 +170,7 @@ def list_landing_files(root: Path, errors: list[OSError] | None = None) -> list[
     rather than walked), sorted by relative name. Ignored names are skipped at any depth, and
     their folders are not even walked. Folders that cannot be listed are appended to ``errors``."""
     found: list[Path] = []
+    check_landing_folder(root)
     for dirpath, dirnames, filenames in os.walk(root, onerror=None if errors is None else errors.append):
         here = Path(dirpath)  # os.walk never descends into symlinked folders
         dirnames[:] = [d for d in dirnames if not is_ignored(d)]
@@ -166,7 +193,7 @@ def decode_bytes(data: bytes) -> Decoded:
     for bom, codec in _BOMS:
         if data.startswith(bom):
             try:
-                return Decoded(_clean(data.decode(codec)), codec, "certain")
+                return _decoded(data.decode(codec), codec, "certain")
             except UnicodeDecodeError as exc:
                 raise ValueError(f"starts with a {codec} byte-order mark but does not decode: {exc.reason}") from exc
     if b"\x00" in data:
@@ -176,10 +203,7 @@ def decode_bytes(data: bytes) -> Decoded:
     except UnicodeDecodeError:
         pass
     else:
-        # Most files need no cleaning. Bytes are searched much faster than text, and single bytes
-        # (memchr) much faster than sequences: the BOM's rare lead byte is looked for first.
-        needs_cleaning = b"\r" in data or (b"\xef" in data and codecs.BOM_UTF8 in data)
-        return Decoded(_clean(text) if needs_cleaning else text, "utf-8", "certain")
+        return _decoded(text, "utf-8", "certain")
     mostly_utf8 = _decode_mostly_utf8(data)
     if mostly_utf8 is not None:
         return mostly_utf8
@@ -197,7 +221,7 @@ def _decode_mostly_utf8(data: bytes) -> Decoded | None:
     valid_multibyte = len(text) - ascii_bytes - invalid
     if valid_multibyte < invalid:
         return None
-    return Decoded(_clean(text), "utf-8", "detected", decode_errors=invalid)
+    return _decoded(text, "utf-8", "detected", decode_errors=invalid)
 
 
 def _decode_legacy(data: bytes) -> Decoded | None:
@@ -215,7 +239,7 @@ def _decode_legacy(data: bytes) -> Decoded | None:
         except UnicodeDecodeError:
             continue
         confidence = "ambiguous" if len(tied) > 1 else "detected"
-        return Decoded(_clean(text), encoding, confidence)
+        return _decoded(text, encoding, confidence)
     return None
 
 
@@ -225,8 +249,28 @@ def _ties(match, best) -> bool:
     return match.chaos <= best.chaos + _CHAOS_TIE and match.coherence >= best.coherence - _COHERENCE_TIE
 
 
+def _decoded(text: str, encoding: str, confidence: str, decode_errors: int = 0) -> Decoded:
+    """The decoder's output with LF line endings, and its non-whitespace characters counted
+    before (a leading BOM is already gone: the BOM codecs drop it as the signature it is)."""
+    chars = count_non_whitespace(text)
+    return Decoded(_clean(text), encoding, confidence, decode_errors, chars)
+
+
 def _clean(text: str) -> str:
-    return text.replace("\ufeff", "").replace("\r\n", "\n").replace("\r", "\n")
+    """Only line endings: CRLF and CR become LF. Nothing but whitespace changes; most files need
+    nothing (a search for one character is fast)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
+
+
+# Unicode's White_Space property: what ``\s`` matches in Polars (Rust regex) and so what
+# non_whitespace_chars leaves out; the tests check that the two agree on every code point.
+WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
+
+
+def count_non_whitespace(text: str) -> int:
+    """What non_whitespace_chars counts, for one Python string (a scan per whitespace character
+    the string's width can hold; faster than building a Polars frame of one row)."""
+    return len(text) - sum(text.count(char) for char in WHITE_SPACE)
 
 
 def read_landing_file(path: Path, root: Path, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> LandedFile:
@@ -261,7 +305,9 @@ def read_landing_file(path: Path, root: Path, max_file_bytes: int = DEFAULT_MAX_
         decoded = decode_bytes(data)
     except ValueError as exc:
         return rejected(str(exc), sha, size)
-    return LandedFile(name, sha, size, decoded.encoding, decoded.text, None, decoded.confidence, decoded.decode_errors)
+    return LandedFile(
+        name, sha, size, decoded.encoding, decoded.text, None, decoded.confidence, decoded.decode_errors, decoded.decoded_chars
+    )
 
 
 class _Refused(Exception):
@@ -301,9 +347,8 @@ def _too_large(size: int, limit: int) -> str:
 
 
 def read_landing_folder(root: Path, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> list[LandedFile]:
-    """Every file of the landing folder, read and decoded, sorted by name (refusals included)."""
-    if not root.is_dir():
-        raise FileNotFoundError(f"landing folder does not exist: {root}")
+    """Every file of the landing folder, read and decoded, sorted by name (refusals included).
+    Raises LandingFolderError when the folder itself is missing or cannot be listed."""
     errors: list[OSError] = []
     files = [read_landing_file(p, root, max_file_bytes) for p in list_landing_files(root, errors)]
     for error in errors:  # a subfolder that could not be listed: say so rather than skip it
@@ -329,7 +374,12 @@ def parse_files(files: list[LandedFile], max_record_chars: int = DEFAULT_MAX_REC
     # Windows and sorts run on a small integer that orders like the name (rank: equal names share one).
     decoded = decoded.with_columns(file=pl.col("source_file").rank("dense").cast(pl.UInt32))
     names = decoded.select("file", "source_file").unique("file")
-    chars = decoded.select("source_file", decoded_chars=non_whitespace_chars(pl.col("text")))
+    # Counted by the decoder, before line endings were normalized; text handed in directly
+    # (a LandedFile made without decoding) is counted here.
+    counted = [f.decoded_chars for f in files if f.text is not None]
+    if None in counted:
+        counted = [n if n is not None else count_non_whitespace(f.text) for n, f in zip(counted, (f for f in files if f.text is not None))]
+    chars = decoded.select("source_file").with_columns(decoded_chars=pl.Series(counted, dtype=pl.Int64))
     lines = _split_lines(decoded.select("file", "text"))
     del decoded  # the lines hold the text now
     titles = lines.filter("is_title").select("file", title=pl.col("line").str.strip_chars())

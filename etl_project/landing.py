@@ -12,7 +12,8 @@ differs from the one last parsed, unchanged otherwise (a ``touch`` is not a chan
 
 A plan (``make_plan``) turns changes into partition bookkeeping: removed files lose their
 partition; new and changed files are (re-)added after all others, so the files one run parses
-always form one contiguous range of partitions, however many they are.
+always form one contiguous range of partitions, however many they are. ``removal_refusal`` says when a plan removes too many
+of the published files to be applied without the user's word.
 """
 
 import hashlib
@@ -20,7 +21,7 @@ import os
 import re
 import stat
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,11 +68,15 @@ class FileState:
 def scan(root: Path) -> dict[str, FileState]:
     """Every candidate file of the landing folder by partition key (symlinks are not followed:
     ingest rejects those that lead outside; a broken one is seen with size 0). A subfolder that
-    cannot be listed is a candidate too, so that ingest records it as refused, not skipped."""
-    if not root.is_dir():
-        raise FileNotFoundError(f"landing folder does not exist: {root}")
+    cannot be listed is a candidate too, so that ingest records it as refused, not skipped.
+
+    Raises ingest.LandingFolderError when the folder itself is missing, is a file or cannot be
+    listed: that is never "no files"."""
     unlisted: list[OSError] = []
     paths = ingest.list_landing_files(root, unlisted)
+    for error in unlisted:
+        if error.filename and Path(error.filename) == root:
+            raise ingest.LandingFolderError(f"cannot list the landing folder {root}: {error.strerror or error}")
     paths += [Path(error.filename) for error in unlisted if error.filename and Path(error.filename) != root]
     found = {}
     for path in paths:
@@ -168,13 +173,42 @@ class Plan:
     to_delete: list[str]  # removed files, and changed files about to be added again
     to_add: list[str]  # new and changed files, added in this order after every other partition
     to_parse: list[str]  # the run's partition keys: a contiguous range, in partition order
+    # The files the warehouse holds before the run (today: the staged partitions of this
+    # warehouse; with DuckLake: the rows of source_files); what removal_refusal weighs.
+    published: frozenset[str] = frozenset()
+    full: bool = False
 
     @property
     def removed(self) -> list[str]:
         return [k for k in self.to_delete if k not in set(self.to_add)]
 
 
-def make_plan(changes: Changes, existing: list[str], full: bool = False) -> Plan:
+ALLOW_REMOVALS_HINT = "--allow-removals (the sensor and schedule: ETL_ALLOW_REMOVALS=1)"
+
+
+def removal_refusal(plan: Plan, published: Collection[str] | None = None) -> str | None:
+    """Why the plan must not run unless the user allows removals, or None when it may.
+
+    A landing folder that suddenly lacks most of the files the warehouse holds is far more
+    often a mistyped path, an unmounted share or a failed sync than a real clean-up; publishing
+    it would empty the warehouse. So a plan that removes every published file (at least one), or
+    more than half of them, is refused; exactly half is allowed, and a first run into an empty
+    warehouse is never refused. ``published`` defaults to ``plan.published``.
+    """
+    held = set(plan.published if published is None else published)
+    removed = [k for k in plan.removed if k in held]
+    if not removed:
+        return None
+    if len(removed) == len(held):
+        return (f"it would remove all {len(held)} published file(s): none of them is in the landing folder "
+                "any more (a mistyped path, an unmounted share or a failed sync?)")
+    if 2 * len(removed) > len(held):
+        return (f"it would remove {len(removed)} of the {len(held)} published files, more than half "
+                "(a mistyped path, an unmounted share or a failed sync?)")
+    return None
+
+
+def make_plan(changes: Changes, existing: list[str], full: bool = False, published: Collection[str] = ()) -> Plan:
     """Partition bookkeeping for ``changes``; a full refresh parses every file, otherwise only
     the new and changed ones, which end up last, so the range holds exactly them. Files that
     already are the newest partitions (another run just added them) are not moved again."""
@@ -190,4 +224,4 @@ def make_plan(changes: Changes, existing: list[str], full: bool = False) -> Plan
         to_delete, to_add = [*removed, *readd], wanted
         order = [k for k in remaining if k not in set(readd)] + wanted
     to_parse = order if full else order[len(order) - len(wanted):] if wanted else []
-    return Plan(changes, to_delete, to_add, to_parse)
+    return Plan(changes, to_delete, to_add, to_parse, frozenset(published), full)

@@ -38,7 +38,7 @@ POSTGRES_POLL_SECONDS = 0.5
 # is one per database here, so the key needs nothing from the (host, user, ...) spelling of the
 # conninfo, which differs between machines that reach the same server.
 ADVISORY_KEY_NAME = "etl_project/run-lock"
-APPLICATION_NAME = re.compile(r"^etl_project run (?P<run_id>\S+) pid (?P<pid>\d+)$")
+APPLICATION_NAME = re.compile(r"^etl_project (?:run )?(?P<run_id>\S+) pid (?P<pid>\d+)$")
 
 
 # What this process holds: lock target -> (run id, depth).
@@ -122,7 +122,7 @@ def hold(catalog: str, warehouse: Path, run_id: str | None, log: Log, poll_secon
         log.warning(f"waiting for {who or 'another run'} to finish: it holds the warehouse lock ({where})")
 
     if conninfo is not None:
-        lock = _postgres_lock(conninfo, run_id, on_wait, poll_seconds or POSTGRES_POLL_SECONDS)
+        lock = _postgres_lock(conninfo, run_id, on_wait, poll_seconds or POSTGRES_POLL_SECONDS, log)
     else:
         lock = _file_lock(lock_file(catalog, warehouse), run_id, on_wait, poll_seconds or POLL_SECONDS)
     with lock as where:
@@ -168,11 +168,14 @@ LIMIT 1
 
 
 @contextlib.contextmanager
-def _postgres_lock(conninfo: str, run_id: str, on_wait, poll_seconds: float):
+def _postgres_lock(conninfo: str, run_id: str, on_wait, poll_seconds: float, log: Log):
     psycopg = _psycopg()
     key = advisory_key()
-    # application_name holds 63 bytes: "etl_project run " + a 36-character run id + " pid " + pid.
-    name = f"etl_project run {run_id} pid {os.getpid()}"[:63]
+    # application_name keeps 63 bytes: "etl_project run " + a 36-character run id + " pid " + a
+    # 7-digit pid is one too many, and a cut pid would name another process.
+    name = f"etl_project run {run_id} pid {os.getpid()}"
+    if len(name.encode()) > 63:
+        name = f"etl_project {run_id} pid {os.getpid()}"
     with psycopg.connect(conninfo, autocommit=True, application_name=name) as con:
         where = _describe_server(con)
         # The lock lives as long as this idle session: no server timeout may end it mid-run, and
@@ -193,8 +196,9 @@ def _postgres_lock(conninfo: str, run_id: str, on_wait, poll_seconds: float):
         finally:
             try:
                 con.execute("SELECT pg_advisory_unlock(%s)", (key,))
-            except psycopg.Error:
-                pass  # a lost connection released the lock already; closing it releases it too
+            except psycopg.Error as exc:  # the session ended: the server released the lock with it
+                log.warning(f"the warehouse lock's session to the catalog's server ended during the run "
+                            f"({str(exc).strip()}): another run may have started before this one ended")
 
 
 def _describe_session(row) -> str:

@@ -5,6 +5,7 @@ Precedence: an explicit value, then the environment variable, then the project's
 """
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -14,6 +15,7 @@ MAX_FILE_BYTES_ENV = "ETL_MAX_FILE_BYTES"
 DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
 DUCKDB_MEMORY_ENV = "ETL_DUCKDB_MEMORY_LIMIT"
 CATALOG_ENV = "ETL_CATALOG"
+ALLOW_REMOVALS_ENV = "ETL_ALLOW_REMOVALS"
 DATA_PATH_ENV = "ETL_DATA_PATH"
 CATALOG_FILE = "catalog.sqlite"
 DATA_FOLDER = "data"
@@ -66,6 +68,24 @@ def data_path(warehouse: Path, explicit: str = "") -> str:
 
 def default_dagster_home() -> Path:
     return PROJECT_ROOT / ".dagster_home"
+
+
+def dagster_home(warehouse: Path, environ: Mapping[str, str] | None = None) -> Path:
+    """The Dagster instance of a warehouse: ``DAGSTER_HOME`` when set; otherwise the project's
+    ``.dagster_home/`` for the project's own warehouse (the home the README's ``dagster dev``
+    uses), and ``<warehouse>/.dagster_home`` for any other, so runs over other folders never
+    share partitions, cursors or run history with the project's."""
+    value = (os.environ if environ is None else environ).get("DAGSTER_HOME", "").strip()
+    if value:
+        return Path(value).expanduser().resolve()
+    warehouse = Path(warehouse).expanduser().resolve()
+    return default_dagster_home() if warehouse == (PROJECT_ROOT / "warehouse").resolve() else warehouse / ".dagster_home"
+
+
+def allow_removals() -> bool:
+    """``ETL_ALLOW_REMOVALS=1``: the sensor and the schedule apply a plan that removes every
+    published file or more than half of them (the CLI's ``--allow-removals``)."""
+    return os.environ.get(ALLOW_REMOVALS_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 def instance_settings() -> Path:

@@ -1,9 +1,11 @@
-"""Two runs at once, through the project's instance settings: the pool serializes their steps,
-both succeed, the warehouse is whole; two processes claiming the pool's one slot at the same
-instant never both get it; and a killed run's pool slot does not block the next run."""
+"""Two runs at once, through the project's instance settings: the run lock makes them take
+turns (all of one run's steps, then all of the other's), the waiting one says which run it waits
+for, both succeed, the warehouse is whole; and a run whose process was killed is marked failed by
+the next one."""
 
-import multiprocessing
+import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -14,8 +16,7 @@ import duckdb
 import pytest
 
 from etl_project import settings
-from etl_project.defs import instance_storage, launch
-from etl_project.defs.partitions import WAREHOUSE_POOL
+from etl_project.defs import launch
 
 CLI = Path(sys.executable).with_name("etl-project")
 
@@ -54,69 +55,42 @@ def test_two_runs_at_once_take_turns_and_both_publish(seeds_copy: Path, tmp_path
     warehouse = tmp_path / "wh"
     first = start_cli(seeds_copy, warehouse, home, "--full")
     second = start_cli(seeds_copy, warehouse, home, "--full")
-    outputs = [p.communicate(timeout=600)[0] for p in (first, second)]
-    assert [p.returncode for p in (first, second)] == [0, 0], "\n".join(outputs)
+    outputs = {p.pid: p.communicate(timeout=600)[0] for p in (first, second)}
+    assert [p.returncode for p in (first, second)] == [0, 0], "\n".join(outputs.values())
+
+    # One waited for the other and said so on its terminal, naming the run and its process.
+    waits = {pid: re.findall(r"waiting for run (\S+) \(pid (\d+)\) to finish", out) for pid, out in outputs.items()}
+    (waiter, [(holder_run, holder_pid)]), = [(pid, found) for pid, found in waits.items() if found]
+    assert int(holder_pid) == (first.pid if waiter == second.pid else second.pid)
+    assert f"run {holder_run} succeeded" in outputs[int(holder_pid)]
 
     with dg.DagsterInstance.get() as instance:
         runs = instance.get_runs()
         assert len(runs) == 2 and all(r.is_success for r in runs)
-        # The pool the steps claim has the one slot the instance settings give it.
-        assert instance.event_log_storage.get_concurrency_info(WAREHOUSE_POOL).slot_count == 1
-        spans = sorted(span for run in runs for span in step_intervals(instance, run.run_id))
-    assert len(spans) >= 2 * 8
-    for (_, end, step), (start, _, next_step) in zip(spans, spans[1:]):
-        assert start >= end, f"{next_step} started before {step} ended: steps of two runs overlapped"
+        by_run = {run.run_id: sorted(step_intervals(instance, run.run_id)) for run in runs}
+        (waited_run,) = {run.run_id for run in runs} - {holder_run}
+        # ... and in its log, as a warning.
+        assert any(f"waiting for run {holder_run} (pid {holder_pid}) to finish" in (r.user_message or "")
+                   and r.level == logging.WARNING for r in instance.all_logs(waited_run))
+    assert all(len(spans) >= 8 for spans in by_run.values())
+    # All steps of the run that held the lock came before all steps of the one that waited.
+    assert max(end for _, end, _ in by_run[holder_run]) <= min(start for start, _, _ in by_run[waited_run]), \
+        "steps of two runs overlapped"
 
     with duckdb.connect(str(warehouse / "warehouse.duckdb"), read_only=True) as con:
         assert con.sql("SELECT (SELECT count(*) FROM raw_records), (SELECT count(*) FROM papers)").fetchone() == (38, 31)
 
 
-def claim_in_rounds(run_id: str, rounds: int, barrier, results) -> None:
-    """One process of the race below: claim a fresh step's slot when the other does, then free it."""
-    with dg.DagsterInstance.get() as instance:
-        storage = instance.event_log_storage
-        claimed = []
-        for step in range(rounds):
-            barrier.wait()
-            claimed.append(storage.claim_concurrency_slot(WAREHOUSE_POOL, run_id, f"step_{step}").is_claimed)
-            barrier.wait()
-            storage.free_concurrency_slots_for_run(run_id)
-        results.put(claimed)
-
-
-def test_two_processes_claiming_at_once_never_both_hold_the_one_slot(home: Path):
-    # Dagster's own SQLite storage lost this race in over a third of the rounds.
-    with dg.DagsterInstance.get() as instance:
-        instance.event_log_storage.set_concurrency_slots(WAREHOUSE_POOL, 1)
-    rounds = 40
-    spawn = multiprocessing.get_context("spawn")
-    barrier, results = spawn.Barrier(2, timeout=120), spawn.Queue()  # a crashed racer must not hang the other
-    racers = [
-        spawn.Process(target=claim_in_rounds, args=(f"run_{i}", rounds, barrier, results), daemon=True) for i in range(2)
-    ]
-    for racer in racers:
-        racer.start()
-    first, second = results.get(timeout=300), results.get(timeout=300)
-    for racer in racers:
-        racer.join()
-    assert not any(a and b for a, b in zip(first, second)), "both processes held the pool's one slot"
-    # One of them got it each time: the lock serializes claims, it does not refuse them.
-    assert all(a or b for a, b in zip(first, second))
-
-
-def test_a_killed_run_does_not_hold_the_pool_forever(seeds_copy: Path, tmp_path: Path, home: Path):
+def test_a_killed_run_is_marked_failed_by_the_next_run(seeds_copy: Path, tmp_path: Path, home: Path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     with dg.DagsterInstance.get() as instance:
-        instance.event_log_storage.initialize_concurrency_limit_to_default(WAREHOUSE_POOL)
         ghost = instance.create_run_for_job(
             dg.GraphDefinition("ghost", node_defs=[]).to_job(), run_id=None,
             tags={launch.PID_TAG: str(dead.pid), launch.HOST_TAG: launch.process_tags()[launch.HOST_TAG]},
         )
         instance.handle_run_event(ghost.run_id, dg.DagsterEvent(
             dg.DagsterEventType.RUN_START.value, job_name="ghost", message="started"))
-        claim = instance.event_log_storage.claim_concurrency_slot(WAREHOUSE_POOL, ghost.run_id, "ghost_step")
-        assert claim.is_claimed  # the slot is taken by a process that no longer exists
 
     run = start_cli(seeds_copy, tmp_path / "wh", home)
     output = run.communicate(timeout=300)[0]
@@ -125,12 +99,3 @@ def test_a_killed_run_does_not_hold_the_pool_forever(seeds_copy: Path, tmp_path:
     with dg.DagsterInstance.get() as instance:
         assert instance.get_run_by_id(ghost.run_id).status == dg.DagsterRunStatus.FAILURE
 
-
-def test_a_home_without_the_project_storage_is_told_apart(home: Path, tmp_path: Path):
-    with dg.DagsterInstance.get() as instance:
-        assert instance_storage.serializes_slots(instance)
-    stock = tmp_path / "stock_home"
-    stock.mkdir()
-    (stock / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    with dg.DagsterInstance.from_config(str(stock)) as instance:
-        assert not instance_storage.serializes_slots(instance)

@@ -11,6 +11,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from etl_project import ingest, settings
+from etl_project.quality import suites
 from etl_project_tests.conftest import SEEDS
 
 TEXT = "Title\n\nFirst abstract, café “quoted”.\n\nSecond one\nhard wrapped\nover three lines.\n"
@@ -34,12 +35,33 @@ def test_decode_unicode_with_and_without_bom(data: bytes, encoding: str):
     assert ingest.decode_bytes(data) == ingest.Decoded(TEXT, encoding, "certain")
 
 
-def test_byte_order_marks_never_reach_the_text():
+@pytest.mark.parametrize("codec, bom", [("utf-8", codecs.BOM_UTF8), ("utf-16-le", codecs.BOM_UTF16_LE), ("utf-8", b"")])
+def test_only_a_leading_bom_is_a_signature_any_other_stays_in_raw_text(codec: str, bom: bytes):
     # Two files concatenated: the second one's BOM sits at the start of a line inside the text.
-    data = codecs.BOM_UTF8 + b"Title\n\nOne.\n\n" + codecs.BOM_UTF8 + b"Second title\n\nTwo.\n"
-    decoded = ingest.decode_bytes(data)
-    assert "\ufeff" not in decoded.text
-    assert decoded.text == "Title\n\nOne.\n\nSecond title\n\nTwo.\n"
+    text = "Title\n\nOne abstract here.\n\n\ufeffSecond title\n\nTwo abstracts here.\n"
+    decoded = ingest.decode_bytes(bom + text.encode(codec))
+    assert decoded.text == text
+    parsed = ingest.parse_files([landed_decoded("cat.txt", decoded)])
+    assert parsed.raw_records["raw_text"].to_list() == ["One abstract here.", "\ufeffSecond title", "Two abstracts here."]
+    assert parsed.source_files["decoded_chars"].item() == ingest.count_non_whitespace(text)
+    accounting = suites.source_files_frame(parsed.source_files, parsed.raw_records, parsed.rejected_records)
+    assert accounting["decoded_chars"].to_list() == accounting["accounted_chars"].to_list()
+
+
+def test_the_accounting_check_catches_a_cleaning_step_that_drops_characters(monkeypatch):
+    # The old cleaning dropped every U+FEFF after the decoder: the records lost a character
+    # the decoder had returned, and the source_files suite's accounting must say so.
+    monkeypatch.setattr(ingest, "_clean", lambda text: text.replace("\ufeff", "").replace("\r\n", "\n"))
+    data = b"Title\n\nOne abstract here.\n" + codecs.BOM_UTF8 + b"Second title\n\nTwo.\n"
+    parsed = ingest.parse_files([landed_decoded("cat.txt", ingest.decode_bytes(data))])
+    accounting = suites.source_files_frame(parsed.source_files, parsed.raw_records, parsed.rejected_records)
+    assert accounting["decoded_chars"].item() == accounting["accounted_chars"].item() + 1
+
+
+def test_whitespace_counted_in_python_and_in_polars_agree_on_every_code_point():
+    chars = [chr(c) for c in range(0x30000) if not 0xD800 <= c <= 0xDFFF]
+    polars_counts = pl.select(ingest.non_whitespace_chars(pl.lit(pl.Series(chars)))).to_series().to_list()
+    assert [c for c, n in zip(chars, polars_counts) if n != ingest.count_non_whitespace(c)] == []
 
 
 # Realistic lengths: a sentence of an abstract. Short snippets are below.
@@ -121,7 +143,9 @@ def landed(name: str, text: str) -> ingest.LandedFile:
 
 
 def landed_decoded(name: str, decoded: ingest.Decoded) -> ingest.LandedFile:
-    return ingest.LandedFile(name, "0" * 64, 0, decoded.encoding, decoded.text, None, decoded.confidence, decoded.decode_errors)
+    return ingest.LandedFile(
+        name, "0" * 64, 0, decoded.encoding, decoded.text, None, decoded.confidence, decoded.decode_errors, decoded.decoded_chars
+    )
 
 
 def test_split_title_paragraphs_and_lines():
@@ -443,9 +467,11 @@ def test_parse_files_matches_the_reference(texts: dict[str, str], max_record_cha
 
 @hypothesis_settings(max_examples=200, deadline=None)
 @given(st.text(alphabet=st.sampled_from(list("\r\n\ufeffa é中")) | st.characters(codec="utf-8", exclude_characters="\x00")))
-def test_utf8_text_is_cleaned_of_boms_and_carriage_returns(text: str):
-    expected = text.replace("\ufeff", "").replace("\r\n", "\n").replace("\r", "\n")
-    assert ingest.decode_bytes(text.encode("utf-8")).text == expected
+def test_utf8_text_loses_only_a_leading_bom_and_carriage_returns(text: str):
+    expected = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    decoded = ingest.decode_bytes(text.encode("utf-8"))
+    assert decoded.text == expected
+    assert decoded.decoded_chars == ingest.count_non_whitespace(expected)
 
 
 def test_file_that_grows_while_read_is_read_to_the_limit(tmp_path: Path, monkeypatch):

@@ -5,7 +5,8 @@ import polars as pl
 
 from etl_project import dedup, ingest, integrity, landing, publish, stage
 from etl_project.defs import launch
-from etl_project.defs.metadata import OWNERS, markdown_table, status_counts, table_metadata
+from etl_project import contract
+from etl_project.defs.metadata import OWNERS, markdown_table, non_empty, status_counts, table_metadata, table_value
 from etl_project.defs.partitions import LANDING_FILES, ONE_RUN_PER_BATCH
 from etl_project.defs.resources import EtlSettings
 from etl_project.enrich.markup import with_plain_text
@@ -56,21 +57,21 @@ def parsed_files(context: dg.AssetExecutionContext, etl: EtlSettings) -> dg.Outp
         for key, name in names.items():
             row = rows[name]
             context.add_asset_metadata(
-                {"source_file": name, "sha256": row["sha256"] or "", "status": row["status"],
-                 "encoding": row["encoding"] or "", "error": row["error"] or "",
-                 "records": row["record_count"], "rejected_records": row["rejected_count"]},
+                non_empty({"source_file": name, "sha256": row["sha256"], "status": row["status"],
+                           "encoding": row["encoding"], "error": row["error"],
+                           "records": row["record_count"], "rejected_records": row["rejected_count"]}),
                 partition_key=key,
             )
     return dg.Output(
         None,  # the partitions are staged above, batch by batch
-        metadata={
+        metadata=non_empty({
             "files_in_run": len(keys),
             **status_counts(source_files),
             "records_in_run": int(source_files["record_count"].sum()),
             "rejected_records_in_run": int(source_files["rejected_count"].sum()),
-            "refused": dg.MetadataValue.md(markdown_table(refused.select("source_file", "error"))),
+            "refused": table_value(refused.select("source_file", "error")),
             "landing_folder": dg.MetadataValue.path(str(etl.seeds)),
-        },
+        }),
     )
 
 
@@ -89,23 +90,19 @@ def split_by_file(tables: dict[str, pl.DataFrame], names: dict[str, str]) -> dic
 @dg.multi_asset(
     outs={
         "source_files": dg.AssetOut(
-            description="One row per file seen in the landing folder: sha256, size, encoding, "
-            "title, record count, status ('ok', 'empty', 'rejected') and why it was rejected.",
+            description=contract.TABLES["source_files"].summary,
             kinds={"polars"}, owners=OWNERS, group_name="ingest",
         ),
         "raw_records": dg.AssetOut(
-            description="One row per paragraph after the title, exactly as decoded (LF line "
-            "endings), with its file, 1-based ordinal and line span.",
+            description=contract.TABLES["raw_records"].summary,
             kinds={"polars"}, owners=OWNERS, group_name="ingest",
         ),
         "rejected_records": dg.AssetOut(
-            description="Paragraphs that decoded but are not plausible records, with the reason.",
+            description=contract.TABLES["rejected_records"].summary,
             kinds={"polars"}, owners=OWNERS, group_name="ingest",
         ),
         "records": dg.AssetOut(
-            description="One row per raw record: display text (NFKC, invisible characters removed, "
-            "whitespace folded) and the dedup key (also case, quotes and dashes folded). "
-            "raw_text stays as it was.",
+            description=contract.TABLES["records"].summary,
             kinds={"polars"}, owners=OWNERS, group_name="transform",
         ),
     },
@@ -116,25 +113,23 @@ def landing_tables(parsed_files: dict[str, pl.LazyFrame]):
     (the stage scans the partitions in file order), streamed from stage to stage."""
     for table in ("source_files", "raw_records", "rejected_records", "records"):
         frame = parsed_files[table]
-        metadata = table_metadata(frame)
+        metadata = table_metadata(frame, table)
         if table == "source_files":
             metadata |= status_counts(frame.collect())
         elif table == "rejected_records":
-            metadata["by_reason"] = dg.MetadataValue.md(markdown_table(frame.group_by("reason").len().sort("reason").collect()))
+            metadata |= non_empty({"by_reason": table_value(frame.group_by("reason").len().sort("reason").collect())})
         yield dg.Output(frame, table, metadata=metadata)
 
 
 @dg.multi_asset(
     outs={
         "papers": dg.AssetOut(
-            description="One row per distinct abstract (exact and near duplicates merged); paper_id is "
-            "XXH3-64 of the canonical record's dedup key. Canonical record: the first by (source_file, ordinal).",
+            description=contract.TABLES["papers"].summary,
             kinds={"polars"},
             owners=OWNERS,
         ),
         "paper_occurrences": dg.AssetOut(
-            description="One row per raw record: the paper it belongs to and how it matched "
-            "('canonical', 'exact', or 'near' with its verified Jaccard similarity to the canonical).",
+            description=contract.TABLES["paper_occurrences"].summary,
             kinds={"polars"},
             owners=OWNERS,
         ),
@@ -158,14 +153,14 @@ def deduplicated(context: dg.AssetExecutionContext, etl: EtlSettings, records: p
         "near_clusters": papers.filter(pl.col("variant_count") > 1).height,
         "near_records": occurrences.filter(pl.col("match_kind") == "near").height,
     }
-    yield dg.Output(papers, "papers", metadata={**table_metadata(papers.drop("dedup_key")), **summary})
+    yield dg.Output(papers, "papers", metadata={**table_metadata(papers, "papers"), **summary})
     yield dg.Output(
         occurrences,
         "paper_occurrences",
-        metadata={
-            **table_metadata(occurrences),
-            "by_match_kind": dg.MetadataValue.md(markdown_table(occurrences.group_by("match_kind").len().sort("match_kind"))),
-        },
+        metadata=non_empty({
+            **table_metadata(occurrences, "paper_occurrences"),
+            "by_match_kind": table_value(occurrences.group_by("match_kind").len().sort("match_kind")),
+        }),
     )
 
 
@@ -173,7 +168,7 @@ def deduplicated(context: dg.AssetExecutionContext, etl: EtlSettings, records: p
 def source_overlap(paper_occurrences: pl.LazyFrame) -> dg.Output[pl.DataFrame]:
     """For each pair of files sharing papers: how many, and the Jaccard index of their paper sets."""
     frame = dedup.source_overlap(paper_occurrences)
-    return dg.Output(frame, metadata=table_metadata(frame))
+    return dg.Output(frame, metadata=table_metadata(frame, "source_overlap"))
 
 
 @dg.asset(

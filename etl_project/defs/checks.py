@@ -1,5 +1,6 @@
 """Asset checks: one Great Expectations suite per table. All are blocking, so a failed ERROR
-expectation stops the publish; failed WARN expectations (``mostly`` ranges) are reported only.
+expectation stops the publish; a check whose only failed expectations are WARN ones (``mostly``
+ranges) fails at WARN severity: shown as failed, not blocking.
 Plus one non-blocking report on near-duplicate clusters (near_duplicate_clusters)."""
 
 import functools
@@ -7,12 +8,13 @@ import json
 import os
 import shutil
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import dagster as dg
 import polars as pl
 
 from etl_project import dedup
-from etl_project.defs.metadata import markdown_table, row_count
+from etl_project.defs.metadata import non_empty, row_count, table_value
 from etl_project.defs.resources import EtlSettings
 from etl_project.quality import suites
 from etl_project.quality.runner import SuiteResult, run_suite
@@ -49,34 +51,66 @@ def _point_link(link: Path, target: Path) -> None:
 
 
 def check_result(result: SuiteResult) -> dg.AssetCheckResult:
-    lines = ["| expectation | severity | ok | unexpected | samples |", "|---|---|---|---|---|"]
-    for r in result.results:
-        samples = json.dumps(r.samples, ensure_ascii=False, default=str)[:200] if r.samples else ""
-        unexpected = "" if r.unexpected_count is None else f"{r.unexpected_count} ({r.unexpected_percent or 0:.2f}%)"
-        problem = r.exception or samples
-        lines.append(f"| `{r.rule.describe()}` | {r.rule.severity} | {'✅' if r.success else '❌'} | {unexpected} | {problem.replace('|', '/')} |")
-    failures = [
-        {"expectation": r.rule.describe(), "severity": r.rule.severity, "unexpected_count": r.unexpected_count,
-         "observed_value": r.observed_value, "samples": r.samples, "exception": r.exception}
-        for r in result.failed
-    ]
+    """The check's verdict and, in its own metadata, what the UI needs without the Data Docs
+    (which the UI cannot open: they are local files): every expectation with its severity, outcome,
+    unexpected count and samples as a table, the failed ones again as their own table, and the path
+    of the validation's Data Docs page.
+
+    Any failed expectation fails the check; with only WARN expectations failed it fails at WARN
+    severity, which Dagster does not block on (a blocking check stops what depends on it only on a
+    failed ERROR severity)."""
+    expectations = [_expectation_row(r) for r in result.results]
+    failures = [row for row, r in zip(expectations, result.results) if not r.success]
+    failed_severities = sorted({r.rule.severity for r in result.failed})
     docs = {}
     if result.docs_page:
-        docs = {"data_docs": dg.MetadataValue.url(result.docs_page), "data_docs_index": dg.MetadataValue.url(result.docs_index)}
+        docs = {"data_docs": dg.MetadataValue.path(_local_path(result.docs_page)),
+                "data_docs_index": dg.MetadataValue.path(_local_path(result.docs_index))}
     return dg.AssetCheckResult(
         passed=result.passed,
         severity=dg.AssetCheckSeverity(result.severity),
-        description=f"{len(result.results) - len(failures)}/{len(result.results)} expectations met on {result.row_count} rows",
-        metadata={
+        description=f"{len(result.results) - len(failures)}/{len(result.results)} expectations met on {result.row_count} rows"
+        + (f"; failed: {len(failures)} ({', '.join(failed_severities)})" if failures else ""),
+        metadata=non_empty({
             "suite": result.suite.name,
             "rows_validated": result.row_count,
             "expectations_evaluated": len(result.results),
             "expectations_failed": len(failures),
-            "expectations": dg.MetadataValue.md("\n".join(lines)),
-            "failures": dg.MetadataValue.json(json.loads(json.dumps(failures, default=str))),
+            "failures": table_value(_without_empty_columns(failures)),
+            "expectations": table_value(_without_empty_columns(expectations)),
             **docs,
-        },
+        }),
     )
+
+
+def _expectation_row(r) -> dict:
+    """One expectation's result as a table row (the UI's view of a Data Docs line)."""
+    if r.unexpected_count is not None:
+        unexpected = r.unexpected_count
+        percent = round(r.unexpected_percent or 0.0, 4)
+    else:
+        unexpected, percent = None, None
+    return {
+        "expectation": r.rule.describe(),
+        "severity": r.rule.severity,
+        "ok": bool(r.success),
+        "unexpected": unexpected,
+        "unexpected_percent": percent,
+        "observed": None if r.observed_value is None else json.dumps(r.observed_value, ensure_ascii=False, default=str),
+        "samples": json.dumps(r.samples, ensure_ascii=False, default=str) if r.samples else None,
+        "exception": r.exception,
+    }
+
+
+def _without_empty_columns(rows: list[dict]) -> pl.DataFrame:
+    """The rows as a frame, less the columns no row has a value in (exceptions, usually)."""
+    frame = pl.DataFrame(rows, infer_schema_length=None)
+    return frame.select(c for c in frame.columns if frame[c].null_count() < frame.height)
+
+
+def _local_path(url: str) -> str:
+    """A file:// URL as the local path it names."""
+    return unquote(urlparse(url).path)
 
 
 @dg.asset_check(
@@ -143,26 +177,16 @@ def near_duplicate_clusters(paper_occurrences: pl.LazyFrame, papers: pl.LazyFram
         severity=dg.AssetCheckSeverity.WARN,
         description=f"{report['near_clusters']} near-duplicate clusters, {report['near_records']} near records; "
         f"largest holds {largest} distinct texts (limit {MAX_NEAR_VARIANTS})",
-        metadata={
+        metadata=non_empty({
             "near_clusters": report["near_clusters"],
             "near_records": report["near_records"],
             "largest_cluster_variants": largest,
-            "min_similarity": dg.MetadataValue.float(report["min_similarity"] or 0.0),
-            "median_similarity": dg.MetadataValue.float(report["median_similarity"] or 0.0),
-            "cluster_sizes": dg.MetadataValue.md(markdown_table(report["sizes"])),
-            "least_similar_pairs": dg.MetadataValue.md(_pairs_markdown(report["samples"])),
-        },
-    )
-
-
-def _pairs_markdown(samples: pl.DataFrame) -> str:
-    """Sample pairs as a list (the difference excerpts are too long for a table cell)."""
-    if samples.height == 0:
-        return "No near duplicates."
-    return "\n".join(
-        f"- **{r['similarity']:.3f}** paper `{r['paper_id']}`: `{r['member']}` vs canonical `{r['canonical']}`: "
-        f"{r['difference']}"
-        for r in samples.iter_rows(named=True)
+            # No near duplicates, no similarities: left out rather than shown as 0.
+            "min_similarity": report["min_similarity"],
+            "median_similarity": report["median_similarity"],
+            "cluster_sizes": table_value(report["sizes"]),
+            "least_similar_pairs": table_value(report["samples"]),
+        }),
     )
 
 

@@ -5,7 +5,7 @@ import polars as pl
 
 from etl_project import dedup
 from etl_project.defs.checks import check_result, docs_dir
-from etl_project.defs.metadata import OWNERS, markdown_table, row_count, table_metadata
+from etl_project.defs.metadata import OWNERS, non_empty, row_count, table_metadata, table_value
 from etl_project.defs.resources import EtlSettings
 from etl_project.enrich import links, names, topics
 from etl_project.quality import suites
@@ -26,13 +26,13 @@ def paper_links(papers: pl.LazyFrame, paper_occurrences: pl.LazyFrame, records: 
     with_code = frame.filter(pl.col("kind").is_in(links.CODE_KINDS))["paper_id"].n_unique()
     return dg.Output(
         frame,
-        metadata={
-            **table_metadata(frame),
+        metadata=non_empty({
+            **table_metadata(frame, "paper_links"),
             "papers_with_links": frame["paper_id"].n_unique(),
             "papers_with_code": with_code,
             "share_with_code": _share(with_code, row_count(papers)),
-            "by_kind": dg.MetadataValue.md(markdown_table(frame.group_by("kind").len().sort("len", "kind", descending=[True, False]))),
-        },
+            "by_kind": table_value(frame.group_by("kind").len().sort("len", "kind", descending=[True, False])),
+        }),
     )
 
 
@@ -45,12 +45,12 @@ def paper_names(papers: pl.LazyFrame) -> dg.Output[pl.DataFrame]:
     named = frame["paper_id"].n_unique()
     return dg.Output(
         frame,
-        metadata={
-            **table_metadata(frame),
+        metadata=non_empty({
+            **table_metadata(frame, "paper_names"),
             "papers_named": named,
             "share_named": _share(named, row_count(papers)),
-            "by_pattern": dg.MetadataValue.md(markdown_table(frame.group_by("pattern").len().sort("len", "pattern", descending=[True, False]))),
-        },
+            "by_pattern": table_value(frame.group_by("pattern").len().sort("len", "pattern", descending=[True, False])),
+        }),
     )
 
 
@@ -65,14 +65,14 @@ def paper_topics(papers: pl.LazyFrame) -> dg.Output[pl.DataFrame]:
     counts = frame.group_by("topic", "label").agg(papers=pl.col("paper_id").n_unique()).sort("papers", "topic", descending=[True, False])
     return dg.Output(
         frame,
-        metadata={
-            **table_metadata(frame),
+        metadata=non_empty({
+            **table_metadata(frame, "paper_topics"),
             "taxonomy": dg.MetadataValue.path(str(taxonomy.path)),
             "taxonomy_sha256": taxonomy.sha256,
             "taxonomy_topics": len(taxonomy.topics),
             "papers_other": frame.filter(pl.col("topic") == topics.OTHER).height,
-            "by_topic": dg.MetadataValue.md(markdown_table(counts)),
-        },
+            "by_topic": table_value(counts),
+        }),
     )
 
 

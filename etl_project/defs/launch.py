@@ -6,13 +6,14 @@ file's partition is deleted and added again, so the files of one run always form
 range of partition keys, and one run (one step per per-file asset) covers them however many.
 """
 
+import json
 import os
 import socket
 from pathlib import Path
 
 import dagster as dg
 
-from etl_project import landing, locks, stage
+from etl_project import landing, locks, settings, stage
 from etl_project.defs.partitions import LANDING_FILES
 
 PER_FILE_ASSET = "parsed_files"
@@ -21,6 +22,13 @@ RANGE_END = "dagster/asset_partition_range_end"
 PID_TAG = "etl_project/pid"
 HOST_TAG = "etl_project/host"
 TRIGGER_TAG = "etl_project/trigger"  # the run queue (dagster.yaml) allows one run per trigger at a time
+# In DAGSTER_HOME: the landing folder and warehouse this instance serves (its partitions,
+# cursors and run history are theirs). Written by the first run or tick, under the home lock.
+SERVES_FILE = "etl_project.json"
+
+
+class RunRefused(Exception):
+    """A run that must not start; the message is one line saying why and what to do."""
 
 
 def range_tags(plan: landing.Plan) -> dict[str, str]:
@@ -29,13 +37,47 @@ def range_tags(plan: landing.Plan) -> dict[str, str]:
 
 
 def plan_run(instance: dg.DagsterInstance, seeds: Path, warehouse: Path, full: bool = False) -> landing.Plan:
-    """Compare the landing folder with what the warehouse's stage last parsed (by sha256)."""
+    """Compare the landing folder with what the warehouse's stage last parsed (by sha256).
+    Raises ingest.LandingFolderError when the folder is missing or cannot be listed."""
     current = landing.scan(seeds)
     existing = instance.get_dynamic_partitions(LANDING_FILES.name)
-    present = set(existing)
-    known = {k: v for k, v in stage.staged_file_hashes(warehouse, PER_FILE_ASSET, list(current)).items() if k in present}
+    published = stage.staged_file_hashes(warehouse, PER_FILE_ASSET, existing)
+    known = {k: v for k, v in published.items() if k in current}
     changes, _ = landing.detect_changes(seeds, current, known)
-    return landing.make_plan(changes, existing, full)
+    return landing.make_plan(changes, existing, full, published=published)
+
+
+def serves_other_folders(instance: dg.DagsterInstance, seeds: Path, warehouse: Path) -> str | None:
+    """Why this instance must not run over ``seeds`` and ``warehouse`` (one line), or None.
+
+    An instance's dynamic partitions, sensor cursor and run history describe one landing folder
+    and one warehouse: a run over other folders would delete the first pair's partitions (and
+    the sensor would re-add and re-parse them). The first run or tick records its pair in
+    ``DAGSTER_HOME/etl_project.json``; any other pair is refused. Call under ``home_lock``.
+    Ephemeral instances (tests) have no home and serve whatever they are given.
+    """
+    if instance.is_ephemeral:
+        return None
+    home = Path(instance.root_directory).resolve()
+    record = home / SERVES_FILE
+    wanted = {"landing_folder": str(seeds), "warehouse": str(warehouse)}
+    try:
+        served = json.loads(record.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        partial = record.with_name(record.name + ".partial")
+        partial.write_text(json.dumps(wanted, indent=2) + "\n", encoding="utf-8")
+        partial.replace(record)
+        return None
+    except (OSError, ValueError) as exc:
+        return f"cannot read {record} ({exc}); delete it and run again"
+    if served == wanted:
+        return None
+    own = settings.dagster_home(warehouse, environ={})
+    other = (f"use the warehouse's own instance (DAGSTER_HOME={own}, the default for this warehouse when "
+             f"DAGSTER_HOME is not set) or another DAGSTER_HOME") if own != home else "use another DAGSTER_HOME"
+    return (f"the Dagster instance {home} serves landing folder {served.get('landing_folder')} and warehouse "
+            f"{served.get('warehouse')}, not {seeds} and {warehouse}: {other}; if those folders moved, "
+            f"delete {record}")
 
 
 def apply_plan(instance: dg.DagsterInstance, plan: landing.Plan) -> None:
@@ -75,8 +117,9 @@ def tag_run_with_process(context: dg.AssetExecutionContext) -> None:
 
 
 def reap_dead_runs(instance: dg.DagsterInstance) -> list[str]:
-    """Mark as failed the in-process runs of this host whose process is gone (killed, crashed),
-    and free the pool slots they held; otherwise the next run would wait for them forever."""
+    """Mark as failed the in-process runs of this host whose process is gone (killed, crashed):
+    otherwise they would show as running forever. (The run lock they held went with their
+    process: see etl_project/run_lock.py.)"""
     reaped = []
     in_progress = instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING]))
     for run in in_progress:
@@ -84,7 +127,6 @@ def reap_dead_runs(instance: dg.DagsterInstance) -> list[str]:
         if tag is None or host != socket.gethostname() or _process_id(int(tag.split(":")[0])) == tag:
             continue
         instance.report_run_failed(run, f"the process that ran it ({tag}) is gone: killed or crashed")
-        instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
         reaped.append(run.run_id)
     return reaped
 
@@ -96,12 +138,24 @@ def run_in_process(
     warehouse: Path,
     full: bool = False,
     run_config: dict | None = None,
+    allow_removals: bool = False,
 ) -> tuple[landing.Plan, dg.ExecuteInProcessResult]:
     """Sync the partitions with the landing folder and run ``job`` in this process: the per-file
-    assets for new and changed files (all files when ``full``), then every cross-file asset."""
+    assets for new and changed files (all files when ``full``), then every cross-file asset.
+
+    Raises RunRefused, before anything changed, when the instance serves other folders or the
+    plan removes too many published files (landing.removal_refusal) and ``allow_removals`` is
+    not set; ingest.LandingFolderError when the landing folder is missing or unreadable."""
     with home_lock(Path(instance.root_directory)):
+        other = serves_other_folders(instance, seeds, warehouse)
+        if other:
+            raise RunRefused(other)
         reap_dead_runs(instance)
         plan = plan_run(instance, seeds, warehouse, full)
+        refusal = landing.removal_refusal(plan)
+        if refusal and not allow_removals:
+            raise RunRefused(f"{refusal}; nothing was changed. If those files really are gone, run again "
+                             "with --allow-removals")
         apply_plan(instance, plan)
     result = job.execute_in_process(
         instance=instance,

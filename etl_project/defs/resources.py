@@ -1,5 +1,7 @@
-"""Resources: the folders and limits of a run, and the stage that keeps frames between steps."""
+"""Resources: the folders and limits of a run, the lock that makes runs take turns, and the stage
+that keeps frames between steps."""
 
+import contextlib
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -7,7 +9,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from etl_project import ingest, settings, stage
+from etl_project import ingest, run_lock, settings, stage
 from etl_project.lake import Lake
 from etl_project.near_dedup import NearConfig
 
@@ -53,6 +55,24 @@ class EtlSettings(dg.ConfigurableResource):
         return Lake.of(self.warehouse, self.catalog, self.data_path)
 
 
+class WarehouseLock(dg.ConfigurableResource):
+    """One run at a time per warehouse (etl_project/run_lock.py): taken when the run initializes
+    its resources, before its first step, and released when the run ends, failed or not. The
+    in-process executor initializes it once per run; every step needs it (through the IO manager).
+    A run that waits logs which run it waits for (WARNING: shown on the CLI's terminal too).
+    The key is the warehouse's DuckLake catalog: a file lock beside an embedded catalog, a
+    PostgreSQL advisory lock on the catalog's server for a ``postgres:`` one."""
+
+    etl: EtlSettings
+
+    @contextlib.contextmanager
+    def yield_for_execution(self, context: dg.InitResourceContext):
+        lake = self.etl.lake
+        log = context.log or dg.get_dagster_logger()  # no run's log outside a run (build_resources)
+        with run_lock.hold(lake.catalog, lake.warehouse, context.run_id, log):
+            yield self
+
+
 class StageIOManager(dg.ConfigurableIOManager):
     """Keeps each asset's value in the stage (see etl_project.stage). The per-file asset writes
     its partitions itself, batch by batch (it returns None); downstream, it loads as
@@ -61,6 +81,8 @@ class StageIOManager(dg.ConfigurableIOManager):
     in a step that only passes them on or reads a few columns."""
 
     etl: EtlSettings
+    # Not used here: it makes every step of every run (any asset selection) require the lock.
+    lock: WarehouseLock
 
     def handle_output(self, context: dg.OutputContext, obj) -> None:
         if obj is None:
@@ -96,4 +118,5 @@ def _producing_run(context: dg.InputContext) -> str | None:
 
 def build_resources(seeds_dir: str = "", warehouse_dir: str = "") -> dict:
     etl = EtlSettings(seeds_dir=seeds_dir, warehouse_dir=warehouse_dir)
-    return {"etl": etl, "io_manager": StageIOManager(etl=etl)}
+    # The lock is the IO manager's only (not a resource key of its own), so a run initializes it once.
+    return {"etl": etl, "io_manager": StageIOManager(etl=etl, lock=WarehouseLock(etl=etl))}

@@ -6,9 +6,11 @@ Off by default: turn it on in the UI (Automation → nightly_full_refresh) or wi
 """
 
 import os
+from pathlib import Path
 
 import dagster as dg
 
+from etl_project import ingest, landing, settings
 from etl_project.defs import launch
 from etl_project.defs.jobs import ETL_JOB
 from etl_project.defs.resources import EtlSettings
@@ -23,9 +25,21 @@ from etl_project.defs.resources import EtlSettings
 )
 def nightly_full_refresh(context: dg.ScheduleEvaluationContext, etl: EtlSettings):
     # A schedule cannot return partition requests as a sensor does, so it brings the partitions
-    # in line with the folder itself before asking for the run over all of them.
-    plan = launch.plan_run(context.instance, etl.seeds, etl.warehouse, full=True)
-    launch.apply_plan(context.instance, plan)
+    # in line with the folder itself before asking for the run over all of them; the same
+    # refusals as the sensor's (other folders, a folder that vanished, too many removals).
+    with launch.home_lock(Path(context.instance.root_directory)):
+        other = launch.serves_other_folders(context.instance, etl.seeds, etl.warehouse)
+        if other:
+            return dg.SkipReason(f"skipped: {other}")
+        try:
+            plan = launch.plan_run(context.instance, etl.seeds, etl.warehouse, full=True)
+        except ingest.LandingFolderError as exc:
+            return dg.SkipReason(f"skipped: {exc}")
+        refusal = landing.removal_refusal(plan)
+        if refusal and not settings.allow_removals():
+            return dg.SkipReason(f"skipped: {refusal}. If those files really are gone, run `etl-project run "
+                                 f"--allow-removals` once, or set {settings.ALLOW_REMOVALS_ENV}=1 for the code location")
+        launch.apply_plan(context.instance, plan)
     job = context.repository_def.get_job(ETL_JOB)
     return dg.RunRequest(
         tags={**launch.range_tags(plan), launch.TRIGGER_TAG: "nightly_full_refresh"},

@@ -10,15 +10,22 @@ run ended without parsing it (failed, cancelled).
 - removed file: its partition is deleted and a run of the cross-file assets republishes without it;
 - a file still growing waits for a later tick.
 The cursor (JSON, stored by the instance) survives restarts of the daemon.
+
+A tick changes nothing, and says why in its skip reason, when the landing folder is missing or
+cannot be listed, when the instance serves another landing folder or warehouse
+(launch.serves_other_folders), or when the files gone from the folder are every published file
+or more than half of them (landing.removal_refusal) and ``ETL_ALLOW_REMOVALS`` is not set for
+the code location: apply such a removal once with ``etl-project run --allow-removals``.
 """
 
 import hashlib
 import json
 import os
+from pathlib import Path
 
 import dagster as dg
 
-from etl_project import landing, stage
+from etl_project import ingest, landing, settings, stage
 from etl_project.defs import launch
 from etl_project.defs.jobs import ETL_JOB
 from etl_project.defs.partitions import LANDING_FILES
@@ -48,15 +55,22 @@ def _dump_cursor(tick: int, seen: dict[str, landing.FileState], requested: dict[
     "removed files disappear from the next publish. Half-copied files wait until they settle.",
 )
 def landing_sensor(context: dg.SensorEvaluationContext, etl: EtlSettings):
+    if not context.instance.is_ephemeral:
+        with launch.home_lock(Path(context.instance.root_directory)):
+            other = launch.serves_other_folders(context.instance, etl.seeds, etl.warehouse)
+        if other:
+            context.log.warning(f"skipped: {other}")
+            return dg.SkipReason(f"skipped: {other}")
     launch.reap_dead_runs(context.instance)
     tick, seen, requested = _load_cursor(context.cursor)
     try:
         current = landing.scan(etl.seeds)
-    except FileNotFoundError as exc:
-        return dg.SkipReason(str(exc))
+    except ingest.LandingFolderError as exc:
+        return dg.SkipReason(f"skipped: {exc}")
     existing = context.instance.get_dynamic_partitions(LANDING_FILES.name)
     present = set(existing)
-    staged = stage.staged_file_hashes(etl.warehouse, launch.PER_FILE_ASSET, [k for k in current if k in present])
+    published = stage.staged_file_hashes(etl.warehouse, launch.PER_FILE_ASSET, existing)
+    staged = {k: v for k, v in published.items() if k in current}
     # Asked for but not parsed yet: wait for the run while one of ours is in flight; with none in
     # flight, that run failed or was cancelled, so the file is asked for again.
     pending = {k: v for k, v in requested.items() if k in present and staged.get(k) != v}
@@ -64,8 +78,15 @@ def landing_sensor(context: dg.SensorEvaluationContext, etl: EtlSettings):
     changes, looked = landing.detect_changes(
         etl.seeds, current, known, previous=seen, settle_seconds=etl.settle_seconds
     )
-    plan = landing.make_plan(changes, existing)
+    plan = landing.make_plan(changes, existing, published=published)
     requested = {k: v for k, v in pending.items() if k in changes.present}
+    refusal = landing.removal_refusal(plan)
+    if refusal and not settings.allow_removals():
+        # Nothing asked for, nothing deleted; the files looked at need not be hashed again.
+        reason = (f"skipped: {refusal}. If those files really are gone, run `etl-project run --allow-removals` "
+                  f"once, or set {settings.ALLOW_REMOVALS_ENV}=1 for the code location")
+        context.log.warning(reason)
+        return dg.SensorResult(skip_reason=reason, cursor=_dump_cursor(tick + 1, looked, requested))
     requested.update({k: looked[k].sha256 for k in plan.to_parse})
     cursor = _dump_cursor(tick + 1, looked, requested)
     if not (plan.to_parse or plan.to_delete):

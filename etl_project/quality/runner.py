@@ -12,12 +12,17 @@ translated back to the original text.
 
 Data Docs: each validation is stored in the context (in memory) and its page rendered into a
 static site in the folder the caller gives (one per run: see etl_project/defs/checks.py). One
-site builder per folder is kept, so its page templates are compiled once per process.
+site builder per folder is kept, so its page templates are compiled once per process. GX's pages
+load their scripts and styles from CDNs; the site gets copies of those files
+(etl_project/quality/data_docs_static/, see its README) and every page written is pointed at them,
+so the Data Docs work without internet.
 """
 
 import functools
 import math
 import os
+import re
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,12 +66,18 @@ class SuiteResult:
 
     @property
     def passed(self) -> bool:
-        """False when any ERROR rule failed; failed WARN rules only lower the severity."""
-        return not any(r.rule.severity == ERROR for r in self.failed)
+        """True only when every expectation was met: a failed WARN rule fails the suite too."""
+        return not self.failed
+
+    @property
+    def blocks(self) -> bool:
+        """Whether an ERROR rule failed: only then does the suite stop what depends on it."""
+        return any(r.rule.severity == ERROR for r in self.failed)
 
     @property
     def severity(self) -> str:
-        return ERROR if not self.passed else WARN
+        """WARN when the only failed rules are WARN rules (reported, not blocking), else ERROR."""
+        return WARN if self.failed and not self.blocks else ERROR
 
 
 @functools.cache
@@ -187,22 +198,95 @@ def _site_builder(docs_dir: Path):
         site_index_builder={"class_name": "DefaultSiteIndexBuilder"},
     )
     site.target_store.copy_static_assets()
+    shutil.copytree(VENDORED, docs_dir / VENDOR_DIR, dirs_exist_ok=True, ignore=shutil.ignore_patterns("README.md"))
     return site
 
 
 def _render_docs(docs_dir: Path, suite_name: str) -> tuple[str | None, str | None]:
-    """Render the newest validation of ``suite_name``, then the index, into the site.
+    """Render the newest validation of ``suite_name`` and the suite's page (which the index and
+    the validation page link), then the index, into the site; point them at the site's copies of
+    their scripts and styles.
 
     What ``SiteBuilder.build`` does for one validation, less copying the static assets again
-    (about half its time on small tables) and less the suite and profiling sections."""
+    (about half its time on small tables) and less the profiling section."""
+    from great_expectations.data_context.types.resource_identifiers import ExpectationSuiteIdentifier
+
     _, context, _ = _gx()
     site = _site_builder(docs_dir.resolve())
     ours = [key for key in context.validation_results_store.list_keys()
             if key.expectation_suite_identifier.name == suite_name]
     newest = max(ours, key=lambda key: key.run_id.run_time)
+    suite_key = ExpectationSuiteIdentifier(name=suite_name)
     site.site_section_builders["validations"].build(resource_identifiers=[newest])
+    site.site_section_builders["expectations"].build(resource_identifiers=[suite_key])
     site.site_index_builder.build()
-    return site.get_resource_url(resource_identifier=newest), site.get_resource_url(only_if_exists=False)
+    page, index = site.get_resource_url(resource_identifier=newest), site.get_resource_url(only_if_exists=False)
+    for url in (page, site.get_resource_url(resource_identifier=suite_key), index):
+        offline_page(_file_path(url), docs_dir.resolve())
+    return page, index
+
+
+# Where the site keeps the copies of what GX's pages load from CDNs, and the copies in the package.
+VENDOR_DIR = Path("static") / "vendor"
+VENDORED = Path(__file__).with_name("data_docs_static")
+# Every CDN file GX 1.x's templates load, and its copy (relative to VENDORED). None: left out (see
+# the README there), its tag is removed.
+CDN_FILES = {
+    "https://maxcdn.bootstrapcdn.com/bootstrap/4.3.1/css/bootstrap.min.css": "bootstrap-4.3.1/bootstrap.min.css",
+    "https://stackpath.bootstrapcdn.com/bootstrap/4.3.1/js/bootstrap.min.js": "bootstrap-4.3.1/bootstrap.min.js",
+    "https://code.jquery.com/jquery-3.7.1.min.js": "jquery-3.7.1/jquery.min.js",
+    "https://cdnjs.cloudflare.com/ajax/libs/popper.js/1.12.9/umd/popper.min.js": "popper.js-1.12.9/popper.min.js",
+    "https://unpkg.com/bootstrap-table@1.19.1/dist/bootstrap-table.min.css": "bootstrap-table-1.19.1/bootstrap-table.min.css",
+    "https://unpkg.com/bootstrap-table@1.19.1/dist/bootstrap-table.min.js": "bootstrap-table-1.19.1/bootstrap-table.min.js",
+    "https://unpkg.com/bootstrap-table@1.19.0/dist/extensions/filter-control/bootstrap-table-filter-control.css":
+        "bootstrap-table-1.19.1/bootstrap-table-filter-control.min.css",
+    "https://unpkg.com/bootstrap-table@1.19.0/dist/extensions/filter-control/bootstrap-table-filter-control.min.css":
+        "bootstrap-table-1.19.1/bootstrap-table-filter-control.min.css",
+    "https://unpkg.com/bootstrap-table@1.19.1/dist/extensions/filter-control/bootstrap-table-filter-control.min.js":
+        "bootstrap-table-1.19.1/bootstrap-table-filter-control.min.js",
+    "https://cdnjs.cloudflare.com/ajax/libs/bootstrap-datepicker/1.9.0/css/bootstrap-datepicker.min.css":
+        "bootstrap-datepicker-1.9.0/bootstrap-datepicker.min.css",
+    "https://cdnjs.cloudflare.com/ajax/libs/bootstrap-datepicker/1.9.0/js/bootstrap-datepicker.min.js":
+        "bootstrap-datepicker-1.9.0/bootstrap-datepicker.min.js",
+    "https://cdn.jsdelivr.net/npm/@forevolve/bootstrap-dark@1.1.0/dist/css/bootstrap-prefers-dark.css":
+        "bootstrap-dark-1.1.0/bootstrap-prefers-dark.min.css",
+    "https://cdnjs.cloudflare.com/ajax/libs/font-awesome/6.6.0/css/all.min.css": "fontawesome-free-6.6.0/css/all.min.css",
+    "https://cdn.jsdelivr.net/npm/vega@5": None,
+    "https://cdn.jsdelivr.net/npm/vega-lite@5": None,
+    "https://cdn.jsdelivr.net/npm/vega-embed@6": None,
+}
+_TAG = re.compile(r'<(?:script|link)\b[^>]*?\b(?:src|href)="(?P<url>https?://[^"]+)"[^>]*>(?:\s*</script>)?')
+_SRI = re.compile(r'\s+(?:integrity|crossorigin)="[^"]*"')
+_GX_IMAGES = re.compile(r'https://great-expectations-web-assets\.s3\.us-east-2\.amazonaws\.com/(?P<name>[\w.-]+)(?:\?[^"]*)?')
+_STATIC = re.compile(r'(?<=")(?:\./|(?:\.\./)+)static/')
+
+
+def offline_page(page: Path, site: Path) -> None:
+    """Point a Data Docs page of ``site`` at the site's own copies of its scripts, styles and
+    images instead of CDNs; also fixes the depth of its ``static/`` links (GX's validation pages
+    link the favicon one folder too high)."""
+    html = page.read_text(encoding="utf-8")
+    to_site = Path(os.path.relpath(site, page.parent)).as_posix()
+
+    def tag(match: re.Match) -> str:
+        url = match["url"]
+        if url not in CDN_FILES:
+            return match[0]
+        if CDN_FILES[url] is None:
+            return ""
+        local = f"{to_site}/{VENDOR_DIR.as_posix()}/{CDN_FILES[url]}"
+        return _SRI.sub("", match[0].replace(url, local))  # no CORS nor hashes for files of the site
+
+    html = _TAG.sub(tag, html)
+    html = _STATIC.sub(f"{to_site}/static/", html)
+    html = _GX_IMAGES.sub(lambda m: f"{to_site}/static/images/{m['name']}", html)
+    page.write_text(html, encoding="utf-8")
+
+
+def _file_path(url: str) -> Path:
+    from urllib.parse import unquote, urlparse
+
+    return Path(unquote(urlparse(url).path))
 
 
 def _rule_result(rule: Rule, result, decode) -> RuleResult:

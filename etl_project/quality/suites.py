@@ -67,8 +67,9 @@ SOURCE_FILES = Suite("source_files", (
     Rule("ExpectColumnValuesToBeBetween", {"column": "size_bytes", "min_value": 0}),
     # A rejected file says why; a file that was read has no error.
     Rule("ExpectColumnPairValuesToBeEqual", {"column_A": "is_rejected", "column_B": "has_error"}),
-    # Accounting: every non-whitespace character of the decoded file is in its title, a raw
-    # record or a rejected record, exactly once.
+    # Accounting: every non-whitespace character the decoder returned (U+FEFF and other
+    # invisible characters included; counted before any cleaning, see ingest.decode_bytes) is in
+    # the file's title, a raw record or a rejected record, exactly once.
     Rule("ExpectColumnPairValuesToBeEqual", {"column_A": "decoded_chars", "column_B": "accounted_chars"}),
     Rule("ExpectColumnPairValuesToBeEqual", {"column_A": "record_count", "column_B": "raw_records_found"}),
 ))
