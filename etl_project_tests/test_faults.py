@@ -1,9 +1,12 @@
-"""Real ``etl-project run`` subprocesses killed with SIGKILL, and real clients holding the
-warehouse open while runs publish.
+"""Real ``etl-project run`` subprocesses killed with SIGKILL, and real readers (the ``duckdb`` CLI
+and a Python client) holding a read transaction open while runs commit.
 
 Kill points are observed, not injected: the run's own Dagster event log says which step is
-running (ingest, or an asset check: validation), and a ``.releases/*.partial`` folder says the
-publish is writing. No hook exists in the production code for these tests.
+running (ingest, or an asset check: validation); new ``etl-<run>-*.parquet`` files under
+``data/main/`` say the publish is writing the tables' data files; new files under
+``data/search/`` (DuckLake writes the search index's data files inside the publish's one
+transaction, after every table's rows were replaced and before COMMIT) say it is committing.
+No hook exists in the production code for these tests.
 """
 
 import glob
@@ -16,12 +19,21 @@ import time
 from pathlib import Path
 
 from etl_project_tests.conftest import SEEDS, materialize_all
+from etl_project_tests.test_publish import data_files, listed_files, snapshot_ids
 from etl_project_tests.warehouse_helpers import (
-    CLI, Client, DuckDBShell, cli_env, generate_paper_lists, parquet_digests, run_cli, snapshot,
+    CLI, Client, DuckDBShell, cli_env, generate_paper_lists, query, run_cli, snapshot,
 )
 
 INGEST_STEP = "parsed_files"  # the step that reads and parses the landing files
 CHECK_STEP_SUFFIX = "_suite"  # asset-check steps run a Great Expectations suite
+
+
+def main_files(warehouse: Path) -> set[str]:
+    return set(glob.glob(str(warehouse / "data" / "main" / "*" / "etl-*.parquet")))
+
+
+def search_files(warehouse: Path) -> set[str]:
+    return set(glob.glob(str(warehouse / "data" / "search" / "**" / "*.parquet"), recursive=True))
 
 
 class KilledRun:
@@ -30,6 +42,8 @@ class KilledRun:
     def __init__(self, landing: Path, warehouse: Path, env: dict, dagster_home: Path):
         self.warehouse, self.home = warehouse, dagster_home
         self.known_runs = set(self._run_dbs())
+        self.main_before, self.search_before = main_files(warehouse), search_files(warehouse)
+        self.tables = len(list((warehouse / "data" / "main").iterdir()))  # one data file per table
         self.log = open(dagster_home / f"killed-{time.monotonic_ns()}.log", "w")
         self.proc = subprocess.Popen([CLI, "run", "--seeds", str(landing), "--warehouse", str(warehouse)],
                                      env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -51,14 +65,18 @@ class KilledRun:
         except sqlite3.OperationalError:  # the database is being created
             return []
 
-    def partials(self) -> list[str]:
-        return glob.glob(str(self.warehouse / ".releases" / "*.partial"))
+    def new_main_files(self) -> set[str]:
+        return main_files(self.warehouse) - self.main_before
+
+    def new_search_files(self) -> set[str]:
+        return search_files(self.warehouse) - self.search_before
 
     def kill_when(self, point: str, timeout: float = 300) -> None:
         observed = {
             "parse": lambda: ("STEP_START", INGEST_STEP) in self.events(),
             "validation": lambda: any(t == "STEP_START" and k.endswith(CHECK_STEP_SUFFIX) for t, k in self.events()),
-            "publish": lambda: bool(self.partials()),
+            "data files": lambda: bool(self.new_main_files()),
+            "commit": lambda: bool(self.new_search_files()),
         }[point]
         deadline = time.monotonic() + timeout
         while not observed():
@@ -74,7 +92,12 @@ class KilledRun:
         return Path(self.log.name).read_text()
 
 
-def test_runs_killed_while_parsing_validating_and_publishing(tmp_path: Path):
+def registered_files(warehouse: Path) -> set[str]:
+    """Every data file some kept snapshot lists."""
+    return set().union(*(listed_files(warehouse, sid) for sid in snapshot_ids(warehouse)))
+
+
+def test_runs_killed_while_parsing_validating_writing_and_committing(tmp_path: Path):
     landing, warehouse, home = tmp_path / "landing", tmp_path / "warehouse", tmp_path / "dagster_home"
     shutil.copytree(SEEDS, landing)
     (landing / "junk.bin").write_bytes(b"\x00\x01binary")
@@ -82,85 +105,85 @@ def test_runs_killed_while_parsing_validating_and_publishing(tmp_path: Path):
     first = run_cli(landing, warehouse, env)
     assert first.returncode == 0, first.stdout + first.stderr
     assert "refused files:" in first.stdout and "junk.bin" in first.stdout and "binary file" in first.stdout
+    assert "warehouse:  snapshot 1 of sqlite:" in first.stdout
     previous = snapshot(warehouse)
-    previous_release = os.readlink(warehouse / "current")
-    assert len(previous["papers"]) == 31
+    previous_ids = snapshot_ids(warehouse)
+    registered = registered_files(warehouse)
+    assert len(previous["papers"]) == 31 and registered
 
     # More input, so that every stage takes long enough to be caught in the act.
     generate_paper_lists(landing, files=3, per_file=700)
-    for point in ("parse", "validation", "publish"):
+    for point in ("parse", "validation", "data files", "commit"):
         run = KilledRun(landing, warehouse, env, home)
         run.kill_when(point)
         events = run.events()
         if point == "parse":
             assert ("STEP_SUCCESS", INGEST_STEP) not in events
         if point in ("parse", "validation"):
-            assert not run.partials()
-        else:
-            assert run.partials()  # killed with a half-written release on disk
-        # The previous warehouse is untouched and complete, through DuckDB and through Parquet.
-        assert os.readlink(warehouse / "current") == previous_release, point
+            assert not run.new_main_files(), point
+        if point == "data files":
+            assert 0 < len(run.new_main_files()) and not run.new_search_files()
+        if point == "commit":  # every table's data file written, the transaction under way
+            assert len(run.new_main_files()) == run.tables and run.new_search_files()
+        # The previous snapshot is still the current one, intact and complete (through the lake
+        # and through an export of it); no file it lists was lost; the catalog opens.
+        assert snapshot_ids(warehouse) == previous_ids, point
         assert snapshot(warehouse) == previous, point
+        assert all(Path(p).exists() for p in registered), point
 
-    # The next run succeeds and equals an uninterrupted run on the same input.
+    # The next run succeeds, cleans up what the killed runs left, and publishes what an
+    # uninterrupted run on the same input publishes.
+    assert data_files(warehouse) - registered  # the killed runs' files are there until then
     final = run_cli(landing, warehouse, env)
     assert final.returncode == 0, final.stdout + final.stderr
-    assert "interrupted publish" not in final.stdout  # notes go to the run log, the summary stays short
+    assert f"warehouse:  snapshot {previous_ids[-1] + 1} of" in final.stdout
+    assert "data file(s) left by an interrupted run" not in final.stdout  # notes go to the run log
     after = snapshot(warehouse)
     assert len(after["raw_records"]) == 38 + 3 * 700
-    assert not glob.glob(str(warehouse / ".releases" / "*.partial"))
-    reference = materialize_all(landing, tmp_path / "reference")
-    assert reference.success
-    assert snapshot(tmp_path / "reference") == after
-    assert parquet_digests(tmp_path / "reference" / "parquet") == parquet_digests(warehouse / "parquet")
-
-    # Re-running on unchanged input changes nothing: a new release, byte-identical Parquet (the
-    # reference above already showed it across processes; in process here, to spare a CLI start).
-    release = os.readlink(warehouse / "current")
-    assert materialize_all(landing, warehouse).success
-    assert os.readlink(warehouse / "current") != release
-    assert snapshot(warehouse) == after
-    assert parquet_digests(warehouse / "parquet") == parquet_digests(warehouse / release / "parquet")
+    assert data_files(warehouse) == registered_files(warehouse)  # no orphan left
+    assert registered <= registered_files(warehouse)  # the first snapshot's files are all kept
+    assert snapshot_ids(warehouse) == previous_ids + [previous_ids[-1] + 1]
+    reference = tmp_path / "reference"
+    assert materialize_all(landing, reference).success
+    assert snapshot(reference) == after
+    assert data_files(reference) == registered_files(reference)
 
 
-def test_clients_holding_the_warehouse_open_while_runs_publish(tmp_path: Path):
+def test_readers_holding_a_transaction_open_while_runs_commit(tmp_path: Path):
     landing, warehouse, home = tmp_path / "landing", tmp_path / "warehouse", tmp_path / "dagster_home"
     shutil.copytree(SEEDS, landing)
     env = cli_env(home)
-    assert run_cli(landing, warehouse, env).returncode == 0
+    done = run_cli(landing, warehouse, env)
+    assert done.returncode == 0, done.stdout + done.stderr
 
-    # An analyst's duckdb CLI and a Python client, both read-only, hold the first release open.
-    shell = DuckDBShell(warehouse / "warehouse.duckdb")
-    client = Client(warehouse / "warehouse.duckdb", "ro")
+    # An analyst's duckdb CLI and a Python client, each in a read transaction on the first snapshot.
+    shell, client = DuckDBShell(warehouse), Client(warehouse)
     try:
+        shell.execute("BEGIN TRANSACTION")
+        client.begin()
+        first_snapshot = client.snapshot()
+        assert shell.query("SELECT id FROM current_snapshot()") == str(first_snapshot)
         assert shell.query("SELECT count(*) FROM raw_records") == "38"
         assert client.count("papers") == 31
-        generate_paper_lists(landing, files=1, per_file=20, seed=1)
-        second = run_cli(landing, warehouse, env)
-        assert second.returncode == 0, second.stdout + second.stderr
-        assert "Could not set lock" not in second.stdout + second.stderr
-        # Their view is unchanged; a client that connects now sees the new release.
-        assert shell.query("SELECT count(*) FROM raw_records") == "38"
-        assert client.count("papers") == 31
-        fresh = DuckDBShell(warehouse / "warehouse.duckdb")
-        assert fresh.query("SELECT count(*) FROM raw_records") == "58"
-        assert fresh.close() == ""
-
-        # A read-write client that wrote (so a write-ahead log exists) and still holds the file.
-        writer = Client(warehouse / "warehouse.duckdb", "rw-write")
-        try:
-            generate_paper_lists(landing, files=1, per_file=5, seed=2)
-            # In process this time (a separate process from the clients all the same).
-            assert materialize_all(landing, warehouse).success
-            assert writer.count("mine") == 1 and writer.count("raw_records") == 58
-        finally:
-            writer.proc.send_signal(signal.SIGKILL)  # dies without a checkpoint: its log stays behind
-            writer.proc.wait()
-        # The log stays beside the file it belongs to; the current file opens cleanly.
-        assert glob.glob(str(warehouse / ".releases" / "*" / "warehouse.duckdb.wal"))
-        assert not (warehouse / "warehouse.duckdb.wal").exists()
-        assert len(snapshot(warehouse)["raw_records"]) == 63
-        assert shell.query("SELECT count(*) FROM raw_records") == "38"
+        counts = [(38, 31)]
+        for seed, per_file in ((1, 20), (2, 5)):
+            generate_paper_lists(landing, files=1, per_file=per_file, seed=seed)
+            done = run_cli(landing, warehouse, env)
+            assert done.returncode == 0, done.stdout + done.stderr
+            now = query(warehouse, "SELECT (SELECT count(*) FROM raw_records), (SELECT count(*) FROM papers)")[0]
+            assert now[0] == counts[-1][0] + per_file and now[1] > counts[-1][1]  # a new query sees the new run
+            counts.append(now)
+            # Inside their transactions, both keep seeing the first snapshot, whole.
+            assert shell.query("SELECT count(*) FROM raw_records") == "38"
+            assert shell.query("SELECT count(*) FROM papers") == "31"
+            assert client.count("papers") == 31 and client.count("raw_records") == 38
+            assert client.snapshot() == first_snapshot
+        # After COMMIT, their next query sees the newest snapshot.
+        shell.execute("COMMIT")
+        client.commit()
+        assert shell.query("SELECT count(*) FROM raw_records") == str(counts[-1][0])
+        assert client.count("papers") == counts[-1][1]
+        assert client.snapshot() == first_snapshot + 2
     finally:
         client.close()
         assert shell.close() == ""
