@@ -40,3 +40,12 @@ def materialize_all(landing: Path, warehouse: Path, instance: dg.DagsterInstance
     job = build_defs(str(landing), str(warehouse)).resolve_job_def(ETL_JOB)
     _, result = launch.run_in_process(job, instance or dg.DagsterInstance.ephemeral(), landing, warehouse, full=full)
     return result
+
+
+@pytest.fixture
+def postgres_catalog():
+    """A real PostgreSQL server for the test (etl_project_tests/postgres_server.py); yields the
+    ``postgres:`` catalog string of its database. Skips when the server or psycopg is missing."""
+    from etl_project_tests.postgres_server import postgres_server
+
+    yield from postgres_server()
