@@ -105,7 +105,7 @@ def publish(tables: Mapping[str, pl.DataFrame | pl.LazyFrame], target: Lake, run
             _commit_message(con, f"run {run_id}", {"run_id": run_id, "tables": row_counts})
 
         notes += _in_transaction(con, snapshot)
-        written = []  # the lake's now
+        written = [path for path, rows in files.values() if not rows]  # the lake's now, but for empty tables' (never registered)
         snapshot_id = _snapshot_of_run(con, run_id)
         notes += expire_snapshots(con, retention)
         lake.write_open_sql(target)
