@@ -2,11 +2,13 @@
 
 from pathlib import Path
 
-import duckdb
 import polars as pl
 import pytest
 
+import etl_project
+from etl_project.lake import Lake
 from etl_project_tests.conftest import materialize_all
+from etl_project_tests.warehouse_helpers import query, snapshot, tables
 
 
 def materialize(landing: Path, warehouse: Path):
@@ -28,8 +30,8 @@ def published(tmp_path_factory) -> Path:
     return root / "warehouse"
 
 
-def test_seed_figures_in_duckdb(published: Path):
-    with duckdb.connect(str(published / "warehouse.duckdb"), read_only=True) as con:
+def test_seed_figures_in_the_lake(published: Path):
+    with etl_project.connect(published) as con:
         titles = con.sql("SELECT title FROM source_files ORDER BY source_file").fetchall()
         assert titles == [("ICML 2025 Papers",), ("ICML 2025 论文列表",)]
         assert con.sql("SELECT count(*) FROM raw_records").fetchone() == (38,)
@@ -37,6 +39,7 @@ def test_seed_figures_in_duckdb(published: Path):
         assert per_file == [(19,), (19,)]
         assert con.sql("SELECT count(*) FROM papers").fetchone() == (31,)
         assert con.sql("SELECT count(*) FROM papers WHERE source_count = 2").fetchone() == (7,)
+        assert con.sql("SELECT count(DISTINCT paper_id) FROM papers").fetchone() == (31,)
         assert con.sql("SELECT shared_papers FROM source_overlap").fetchall() == [(7,)]
         assert con.sql("SELECT count(*) FROM rejected_records").fetchone() == (0,)
         kinds = dict(con.sql("SELECT match_kind, count(*) FROM paper_occurrences GROUP BY 1").fetchall())
@@ -49,37 +52,42 @@ def test_seed_figures_in_duckdb(published: Path):
         assert unmapped == (0,)
 
 
-def test_seed_figures_in_parquet(published: Path):
-    parquet = published / "parquet"
-    assert pl.read_parquet(parquet / "raw_records.parquet").height == 38
-    papers = pl.read_parquet(parquet / "papers.parquet")
-    assert papers.height == 31
-    assert papers.filter(pl.col("source_count") == 2).height == 7
-    assert papers["paper_id"].is_unique().all()
-    # The same tables in both outputs.
-    with duckdb.connect(str(published / "warehouse.duckdb"), read_only=True) as con:
-        tables = {r[0] for r in con.sql(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' AND table_type = 'BASE TABLE'"
-        ).fetchall()}
-    assert tables == {p.stem for p in parquet.glob("*.parquet")}
+def test_one_snapshot_holds_every_table_and_an_export_gives_the_same_rows(published: Path):
+    tables = snapshot(published)  # asserts the export's rows equal the lake's
+    assert set(tables) == {"source_files", "raw_records", "records", "papers", "paper_occurrences", "source_overlap",
+                           "rejected_records", "paper_links", "paper_names", "paper_topics"}
+    with etl_project.connect(published) as con:
+        runs = con.sql("SELECT snapshot_id, commit_message FROM lake.snapshots() WHERE commit_message IS NOT NULL").fetchall()
+        registered = {name: [Path(r[0]) for r in con.execute("SELECT data_file FROM ducklake_list_files('lake', ?)", [name]).fetchall()]
+                      for name in tables}
+    assert len(runs) == 1 and runs[0][1].startswith("run ")  # one run, one snapshot
+    # Each main table's rows are the one data file Polars wrote, under the warehouse's data path.
+    # A table without rows (rejected_records here) has none: an unregistered file would be
+    # taken for an interrupted run's by the next publish.
+    written = {p.parent.name: p for p in (published / "data" / "main").glob("*/*.parquet")}
+    assert set(written) == {name for name, rows in tables.items() if rows} and "rejected_records" not in written
+    assert len(list((published / "data" / "main").glob("*/*.parquet"))) == len(written)
+    assert all(pl.read_parquet(path).height == len(tables[name]) for name, path in written.items())
+    # ... registered where it was written, not copied.
+    assert registered == {name: [written[name]] if name in written else [] for name in tables}
+    assert (published / "open.sql").is_file() and not (published / "warehouse.duckdb").exists()
 
 
 def test_raw_text_is_exactly_as_decoded(published: Path):
     from etl_project_tests.conftest import SEEDS
 
-    raw = pl.read_parquet(published / "parquet" / "raw_records.parquet")
     for name in ("000_0f293dacb70f2eae.txt", "001_100c1899c4c5134e.txt"):
         paragraphs = (SEEDS / name).read_text(encoding="utf-8").split("\n\n")[1:]
         expected = [p.strip("\n") for p in paragraphs if p.strip()]
-        assert raw.filter(pl.col("source_file") == name).sort("ordinal")["raw_text"].to_list() == expected
+        rows = query(published, "SELECT raw_text FROM raw_records WHERE source_file = ? ORDER BY ordinal", [name])
+        assert [r[0] for r in rows] == expected
 
 
 def test_rerun_gives_same_ids(published: Path, seeds_copy: Path, tmp_path: Path):
     result = materialize(seeds_copy, tmp_path / "again")
     assert result.success
-    first = pl.read_parquet(published / "parquet" / "papers.parquet")
-    second = pl.read_parquet(tmp_path / "again" / "parquet" / "papers.parquet")
-    assert first.equals(second)
+    first, second = tables(published), tables(tmp_path / "again")
+    assert first["papers"] == second["papers"] and first["paper_occurrences"] == second["paper_occurrences"]
 
 
 def test_failed_error_check_stops_publish(seeds_copy: Path, tmp_path: Path, monkeypatch):
@@ -91,7 +99,8 @@ def test_failed_error_check_stops_publish(seeds_copy: Path, tmp_path: Path, monk
     failed = [c.check_name for c in result.get_asset_check_evaluations() if not c.passed]
     assert "papers_suite" in failed
     assert not result.success
-    assert not (tmp_path / "wh" / "warehouse.duckdb").exists()
+    assert not Lake.of(tmp_path / "wh").exists()  # no catalog: nothing was published
+    assert not list((tmp_path / "wh").glob("data/main/*/*.parquet"))
 
 
 def test_checks_link_their_data_docs_pages(seeds_copy: Path, tmp_path: Path):
