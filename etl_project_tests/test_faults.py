@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from etl_project_tests.conftest import SEEDS, materialize_all
-from etl_project_tests.test_publish import data_files, listed_files, snapshot_ids
+from etl_project_tests.test_publish import data_files, registered_files, snapshot_ids
 from etl_project_tests.warehouse_helpers import (
     CLI, Client, DuckDBShell, cli_env, generate_paper_lists, query, run_cli, snapshot,
 )
@@ -91,11 +91,6 @@ class KilledRun:
     def output(self) -> str:
         self.log.flush()
         return Path(self.log.name).read_text()
-
-
-def registered_files(warehouse: Path) -> set[str]:
-    """Every data file some kept snapshot lists."""
-    return set().union(*(listed_files(warehouse, sid) for sid in snapshot_ids(warehouse)))
 
 
 def test_runs_killed_while_parsing_validating_writing_and_committing(tmp_path: Path):
