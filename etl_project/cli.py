@@ -223,8 +223,9 @@ def summarize(result, plan, instance_home: str, previous: bool | None = None, wa
 
 def _published_line(published: dict) -> str:
     line = f"snapshot {published.get('snapshot_id', '?')} of {published.get('catalog', '?')}"
-    if published.get("open_sql"):
-        line += f' (etl-project sql "FROM papers", or duckdb -init {published["open_sql"]})'
+    if published.get("open_sql"):  # open.sql's paths are relative to the warehouse's parent folder
+        script = Path(published["open_sql"])
+        line += f' (etl-project sql "FROM papers", or cd {script.parent.parent} && duckdb -init {script.parent.name}/{script.name})'
     return line
 
 
