@@ -246,7 +246,7 @@ def test_near_clusters_report():
 # --- through the pipeline -------------------------------------------------------------------
 
 def test_perturbed_seed_abstract_in_a_third_file_joins_its_original(seeds_copy, tmp_path):
-    import duckdb
+    import etl_project
 
     seed_file = sorted(SEEDS.glob("*.txt"))[0]
     original = seed_file.read_text(encoding="utf-8").split("\n\n")[2].strip()
@@ -259,7 +259,7 @@ def test_perturbed_seed_abstract_in_a_third_file_joins_its_original(seeds_copy, 
     evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
     assert all(e.passed for e in evaluations.values())
     assert evaluations["near_duplicate_clusters"].metadata["near_clusters"].value == 1
-    with duckdb.connect(str(tmp_path / "warehouse" / "warehouse.duckdb"), read_only=True) as con:
+    with etl_project.connect(tmp_path / "warehouse") as con:
         rows = con.sql(
             "SELECT o.source_file, o.ordinal, o.match_kind, o.similarity, p.variant_count "
             "FROM paper_occurrences o JOIN papers p USING (paper_id) "

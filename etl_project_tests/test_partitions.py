@@ -3,7 +3,6 @@
 from pathlib import Path
 
 import dagster as dg
-import duckdb
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
@@ -11,7 +10,9 @@ from polars.testing import assert_frame_equal
 from etl_project import landing, stage
 from etl_project.defs import launch
 from etl_project.defs.partitions import LANDING_FILES
+import etl_project
 from etl_project_tests.conftest import materialize_all
+from etl_project_tests.warehouse_helpers import query
 
 
 def changes(**lists) -> landing.Changes:
@@ -46,8 +47,7 @@ ABSTRACTS = [f"Abstract number {i} studies topic {i} with a method that is descr
 
 
 def count(warehouse: Path, sql: str):
-    with duckdb.connect(str(warehouse / "warehouse.duckdb"), read_only=True) as con:
-        return con.sql(sql).fetchall()
+    return query(warehouse, sql)
 
 
 @pytest.fixture
@@ -142,10 +142,11 @@ def test_batches_of_any_size_stage_and_publish_the_same_tables(tmp_path: Path, m
         monkeypatch.setattr(stage, "BATCH_BYTES", batch_bytes)
         warehouse = tmp_path / label
         assert materialize_all(landing_dir, warehouse).success
-        published[label] = {
-            table: pl.read_parquet(warehouse / "parquet" / f"{table}.parquet")
-            for table in ("source_files", "raw_records", "records", "papers", "paper_occurrences")
-        }
+        with etl_project.connect(warehouse) as con:  # each table is one data file, read in its order
+            published[label] = {
+                table: con.sql(f"FROM {table}").pl()
+                for table in ("source_files", "raw_records", "records", "papers", "paper_occurrences")
+            }
     for table, frame in published["one batch"].items():
         assert_frame_equal(frame, published["file by file"][table], check_exact=True)
     files = published["one batch"]["source_files"]["source_file"].to_list()
