@@ -6,7 +6,7 @@ import polars as pl
 from etl_project import dedup, ingest, integrity, landing, publish, stage
 from etl_project.defs import launch
 from etl_project import contract
-from etl_project.defs.metadata import OWNERS, markdown_table, non_empty, status_counts, table_metadata, table_value
+from etl_project.defs.metadata import OWNERS, non_empty, status_counts, table_metadata, table_value
 from etl_project.defs.partitions import LANDING_FILES, ONE_RUN_PER_BATCH
 from etl_project.defs.resources import EtlSettings
 from etl_project.enrich.markup import with_plain_text
@@ -197,17 +197,17 @@ def warehouse(context: dg.AssetExecutionContext, etl: EtlSettings, **tables: pl.
     source_files = tables["source_files"].collect()
     refused = source_files.filter(pl.col("status") == "rejected").select("source_file", "error")
     return dg.MaterializeResult(
-        metadata={
+        metadata=non_empty({
             "snapshot_id": published.snapshot_id,
             "catalog": target.catalog,
             "data_path": dg.MetadataValue.path(target.data_path),
             "open_sql": dg.MetadataValue.path(str(target.warehouse / "open.sql")),
             **{f"rows/{name}": count for name, count in published.row_counts.items()},
             **status_counts(source_files),
-            "refused": dg.MetadataValue.md(markdown_table(refused)),
+            "refused": table_value(refused),
             "stage_files_pruned": removed,
             "stage_runs_pruned": pruned_runs,
-        }
+        })
     )
 
 
