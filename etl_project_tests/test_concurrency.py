@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 import dagster as dg
-import duckdb
 import pytest
 
-from etl_project import settings
+import etl_project
+from etl_project import publish, settings
 from etl_project.defs import launch
 
 CLI = Path(sys.executable).with_name("etl-project")
@@ -77,8 +77,12 @@ def test_two_runs_at_once_take_turns_and_both_publish(seeds_copy: Path, tmp_path
     assert max(end for _, end, _ in by_run[holder_run]) <= min(start for start, _, _ in by_run[waited_run]), \
         "steps of two runs overlapped"
 
-    with duckdb.connect(str(warehouse / "warehouse.duckdb"), read_only=True) as con:
+    with etl_project.connect(warehouse) as con:
         assert con.sql("SELECT (SELECT count(*) FROM raw_records), (SELECT count(*) FROM papers)").fetchone() == (38, 31)
+        snapshots = publish.history(con).drop_nulls("run_id")
+    # One whole snapshot per run, the waiting run's last.
+    assert snapshots["run_id"].to_list() == [waited_run, holder_run]
+    assert snapshots.select("papers", "records", "files").rows() == [(31, 38, 2), (31, 38, 2)]
 
 
 def test_a_killed_run_is_marked_failed_by_the_next_run(seeds_copy: Path, tmp_path: Path, home: Path):

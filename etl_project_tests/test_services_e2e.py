@@ -12,10 +12,10 @@ import shutil
 import uuid
 from pathlib import Path
 
-import duckdb
 import pytest
 from dagster_graphql import DagsterGraphQLClient
 
+import etl_project
 from etl_project.defs.launch import RANGE_END, RANGE_START
 from etl_project.defs.resources import SETTLE_ENV
 from etl_project.defs.sensors import INTERVAL_ENV
@@ -74,7 +74,7 @@ def dagster_dev(tmp_path: Path, seeds_copy: Path, monkeypatch):
 
 def query(warehouse: Path, sql: str, params: list | None = None) -> list[tuple]:
     """Read the published warehouse as an analyst would: read-only, one short connection."""
-    with duckdb.connect(str(warehouse / "warehouse.duckdb"), read_only=True) as con:
+    with etl_project.connect(warehouse) as con:
         return con.execute(sql, params or []).fetchall()
 
 
