@@ -1,6 +1,7 @@
 """The set-based BM25 index (warehouse_sql.fts_index_statements) against the fts extension's own
-``PRAGMA create_fts_index``: the same index tables, and the same answers from match_bm25 and
-search_papers, on generated abstracts plus awkward texts."""
+``PRAGMA create_fts_index``: the same index tables, the same match_bm25 answers, and the lake's
+``search_papers`` (its index copied into the lake's ``search`` schema by a publish) scoring and
+ranking as the extension's match_bm25, on generated abstracts plus awkward texts."""
 
 import functools
 import importlib.util
@@ -8,11 +9,13 @@ import math
 from pathlib import Path
 
 import duckdb
+import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from etl_project import warehouse_sql
+import etl_project
+from etl_project import lake, publish, warehouse_sql
 
 FTS = warehouse_sql.FTS_SCHEMA
 CORPUS_PY = Path(__file__).resolve().parents[1] / "benchmarks" / "corpus.py"
@@ -63,36 +66,55 @@ def papers(tmp_path_factory) -> list[tuple[str, str | None, str | None]]:
     return rows
 
 
+def _frames(rows) -> dict[str, pl.DataFrame]:
+    """The papers and paper_names tables of ``rows``, as the pipeline publishes them."""
+    papers = pl.DataFrame([(i, text) for i, text, _ in rows], schema={"paper_id": pl.String, "abstract_plain": pl.String}, orient="row")
+    names = pl.DataFrame(
+        [(i, n, "Long Form" if k == 0 else None, k + 1) for i, _, names in rows if names for k, n in enumerate(names.split(" ", 1))],
+        schema={"paper_id": pl.String, "name": pl.String, "long_name": pl.String, "name_rank": pl.UInt32}, orient="row",
+    )
+    return {"papers": papers, "paper_names": names}
+
+
 def _database(rows, path: Path | None = None) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(str(path) if path else ":memory:")
-    warehouse_sql.load_fts(con)
-    con.execute("CREATE TABLE papers (paper_id VARCHAR, abstract_plain VARCHAR)")
-    con.execute("CREATE TABLE paper_names (paper_id VARCHAR, name VARCHAR, long_name VARCHAR, name_rank UINTEGER)")
-    if rows:
-        con.executemany("INSERT INTO papers VALUES (?, ?)", [(i, text) for i, text, _ in rows])
-        names = [(i, n, "Long Form" if k == 0 else None, k + 1)
-                 for i, _, names in rows if names for k, n in enumerate(names.split(" ", 1))]
-        if names:
-            con.executemany("INSERT INTO paper_names VALUES (?, ?, ?, ?)", names)
+    lake.load_extension(con, "fts")
+    for name, frame in _frames(rows).items():
+        con.register(f"{name}_frame", frame)
+        con.execute(f"CREATE TABLE {name} AS FROM {name}_frame")
+        con.unregister(f"{name}_frame")
     return con
 
 
 def _with_pragma(rows) -> duckdb.DuckDBPyConnection:
-    """The index as it was built before: the table, then the extension's PRAGMA over it."""
+    """The index as the fts extension builds it: the table, then its PRAGMA over it."""
     con = _database(rows)
     con.execute(f"CREATE SCHEMA {warehouse_sql.SEARCH_SCHEMA}")
     con.execute(f"CREATE TABLE {warehouse_sql.SEARCH_TABLE} AS {warehouse_sql.SEARCH_ROWS}")
     fields = ", ".join(f"'{f}'" for f in warehouse_sql.SEARCH_FIELDS)
     con.execute(f"PRAGMA create_fts_index('{warehouse_sql.SEARCH_TABLE}', 'paper_id', {fields}, "
                 "stemmer = 'porter', stopwords = 'english', overwrite = 1)")
-    con.execute(warehouse_sql.SEARCH_MACRO)
     return con
 
 
-def _with_layer(rows) -> duckdb.DuckDBPyConnection:
+def _build(con) -> None:
+    con.execute(f"CREATE SCHEMA IF NOT EXISTS {warehouse_sql.SEARCH_SCHEMA}")
+    for statement in warehouse_sql.fts_index_statements(warehouse_sql.SEARCH_TABLE, "paper_id", warehouse_sql.SEARCH_FIELDS,
+                                                         warehouse_sql.SEARCH_ROWS):
+        con.execute(statement)
+
+
+def _with_statements(rows) -> duckdb.DuckDBPyConnection:
+    """The set-based build (what build_search_index runs in the publishing session)."""
     con = _database(rows)
-    assert warehouse_sql.create_analysis_layer(con) == ["search_papers"]
+    _build(con)
     return con
+
+
+def _published(rows, warehouse: Path) -> duckdb.DuckDBPyConnection:
+    """``rows`` published into a lake at ``warehouse``; a reader of it."""
+    publish.publish(_frames(rows), lake.Lake.of(warehouse), "search-index-test")
+    return etl_project.connect(warehouse)
 
 
 def _index(con) -> dict[str, list[tuple]]:
@@ -106,6 +128,11 @@ def _index(con) -> dict[str, list[tuple]]:
     return tables
 
 
+def _index_rows(con, schema: str) -> dict[str, list[tuple]]:
+    """The tables search_papers reads, each sorted (a lake table has no rowid order)."""
+    return {t: sorted(con.sql(f"SELECT * FROM {schema}.{t}").fetchall(), key=repr) for t in warehouse_sql.INDEX_TABLES}
+
+
 def _bm25(con, query: str, options: str) -> dict[str, float]:
     return dict(con.execute(
         f"SELECT paper_id, score FROM (SELECT paper_id, {FTS}.match_bm25(paper_id, ?{options}) AS score "
@@ -114,8 +141,16 @@ def _bm25(con, query: str, options: str) -> dict[str, float]:
 
 @pytest.fixture(scope="module")
 def both(papers):
-    with _with_pragma(papers) as old, _with_layer(papers) as new:
+    with _with_pragma(papers) as old, _with_statements(papers) as new:
         yield old, new
+
+
+@pytest.fixture(scope="module")
+def published(papers, tmp_path_factory):
+    """(the warehouse, a reader of it) after publishing the rows."""
+    warehouse = tmp_path_factory.mktemp("search") / "warehouse"
+    with _published(papers, warehouse) as con:
+        yield warehouse, con
 
 
 def test_the_index_tables_are_the_extensions(both):
@@ -128,6 +163,12 @@ def test_the_index_tables_are_the_extensions(both):
     docs = dict((name, length) for _, name, length in built["docs"])
     assert docs["a07"] == 0  # stopwords only: a document without terms
     assert docs["null"] == 3  # no text: only its names, "NullText Long Form"
+
+
+def test_the_lakes_index_is_the_extensions(both, published):
+    old, _ = both
+    _, con = published
+    assert _index_rows(con, f"lake.{warehouse_sql.SEARCH_SCHEMA}") == _index_rows(old, FTS)
 
 
 @pytest.mark.parametrize("options", ["", ", conjunctive := true", ", fields := 'names'", ", fields := 'abstract_plain', k := 2, b := 0.5"])
@@ -144,48 +185,74 @@ def test_match_bm25_scores_are_the_same(both, options):
     assert matched > 100
 
 
-def test_search_papers_answers_are_the_same(both):
-    old, new = both
+# search_papers with its score left unrounded, as a temporary macro over the same lake tables.
+_UNROUNDED = "round(r.score, 4) AS score"
+
+
+def test_search_papers_scores_and_ranks_as_the_extensions_match_bm25(both, published):
+    old, _ = both
+    _, con = published
+    assert warehouse_sql.SEARCH_MACRO.count(_UNROUNDED) == 1
+    con.execute(warehouse_sql.SEARCH_MACRO.replace("MACRO search_papers(", "TEMP MACRO search_papers_unrounded(")
+                .replace(_UNROUNDED, "r.score AS score"))
+    matched = 0
     for query in QUERIES:
-        sql = "SELECT * FROM search_papers(?, max_results := 1000)"
-        expected = old.execute(sql, [query]).fetchall()
-        assert new.execute(sql, [query]).fetchall() == expected, query
-    top = new.execute("SELECT paper_id FROM search_papers('Нейронные')").fetchall()
+        expected = _bm25(old, query, "")
+        exact = dict(con.execute("SELECT paper_id, score FROM search_papers_unrounded(?, max_results := 1000)", [query]).fetchall())
+        assert exact.keys() == expected.keys(), query
+        assert all(abs(exact[p] - expected[p]) <= 1e-9 for p in exact), query
+        ranked = con.execute("SELECT paper_id, score FROM search_papers(?, max_results := 1000)", [query]).fetchall()
+        assert [p for p, _ in ranked] == sorted(expected, key=lambda p: (-round(expected[p], 9), p)), query
+        assert all(abs(score - expected[p]) <= 5e-5 + 1e-9 for p, score in ranked), query
+        matched += len(ranked)
+    assert matched > 100
+    top = con.execute("SELECT paper_id FROM search_papers('Нейронные')").fetchall()
     assert top == [("a01",)]
-    tied = new.execute("SELECT paper_id, score FROM search_papers('duplicate text scored twice', max_results := 2)").fetchall()
+    tied = con.execute("SELECT paper_id, score FROM search_papers('duplicate text scored twice', max_results := 2)").fetchall()
     assert [p for p, _ in tied] == ["a12", "dup"] and tied[0][1] == tied[1][1]
+    assert len(con.execute("SELECT * FROM search_papers('learning')").fetchall()) == 10  # max_results' default
 
 
 @pytest.mark.parametrize("rows", [[], [("only", None, None)], [("x", "the and of", "")]], ids=["empty", "null", "stopwords"])
-def test_degenerate_tables_index_as_the_extension_does(rows):
-    with _with_pragma(rows) as old, _with_layer(rows) as new:
+def test_degenerate_tables_index_as_the_extension_does(rows, tmp_path):
+    with _with_pragma(rows) as old, _with_statements(rows) as new:
         assert _index(new) == _index(old)
-        assert new.sql("SELECT * FROM search_papers('anything')").fetchall() == []
+        with _published(rows, tmp_path / "warehouse") as con:
+            assert _index_rows(con, f"lake.{warehouse_sql.SEARCH_SCHEMA}") == _index_rows(old, FTS)
+            assert con.sql("SELECT * FROM search_papers('anything')").fetchall() == []
 
 
 def test_the_index_is_rebuilt_in_place_and_dropped_by_the_extension(papers, tmp_path):
     rows = papers[:40]
     with _database(rows, tmp_path / "w.duckdb") as con:
-        warehouse_sql.create_analysis_layer(con)
+        _build(con)
         first = _index(con)
-        assert warehouse_sql.create_analysis_layer(con) == ["search_papers"]  # again, over the first
+        _build(con)  # again, over the first
         assert _index(con) == first
         assert not con.sql("SELECT * FROM duckdb_tables() WHERE temporary").fetchall()  # its work tables are gone
         con.execute(f"PRAGMA drop_fts_index('{warehouse_sql.SEARCH_TABLE}')")
         assert con.sql(f"SELECT * FROM duckdb_schemas() WHERE schema_name = '{FTS}'").fetchall() == []
 
 
-def test_the_build_runs_under_a_lower_memory_limit_and_gives_the_connection_its_own_back(papers):
+def test_the_build_runs_under_a_lower_memory_limit_and_gives_the_connection_its_own_back(published):
+    """build_search_index from the lake's own data files, in a reader's session: the same index
+    as the lake's, and the session's memory limit as it was."""
+    warehouse, _ = published
+
     def limit(con) -> str:
         return con.sql("SELECT current_setting('memory_limit')").fetchone()[0]
 
-    with _database(papers[:20]) as con:
+    with etl_project.connect(warehouse) as con:
         con.execute("SET memory_limit = '4GiB'")
         with warehouse_sql.build_memory_limit(con):
             assert limit(con) == f"{warehouse_sql.BUILD_MEMORY_GIB:.1f} GiB"
         assert limit(con) == "4.0 GiB"
-        warehouse_sql.create_analysis_layer(con)
+        sources = {table: con.execute("SELECT data_file FROM ducklake_list_files('lake', ?)", [table]).fetchone()[0]
+                   for table in warehouse_sql.SEARCH.requires}
+        assert warehouse_sql.build_search_index(con, sources) is True
         assert limit(con) == "4.0 GiB"
+        assert con.sql("SELECT current_database()").fetchone() == ("lake",)  # the lake in use again
+        assert _index_rows(con, f"memory.{FTS}") == _index_rows(con, f"lake.{warehouse_sql.SEARCH_SCHEMA}")
         con.execute("SET memory_limit = '300MiB'")  # already lower: left alone
         with warehouse_sql.build_memory_limit(con):
             assert limit(con) == "300.0 MiB"
@@ -205,7 +272,7 @@ _AWKWARD_CHARS = st.sampled_from(list(
 def _tokenizer() -> duckdb.DuckDBPyConnection:
     """A connection holding the extension's tokenize macro (default options, as the index uses)."""
     con = duckdb.connect()
-    warehouse_sql.load_fts(con)
+    lake.load_extension(con, "fts")
     con.execute("CREATE SCHEMA s; CREATE TABLE s.t (id INTEGER, txt VARCHAR)")
     con.execute("PRAGMA create_fts_index('s.t', 'id', 'txt')")
     return con
