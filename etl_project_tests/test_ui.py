@@ -128,6 +128,7 @@ def test_checks_show_their_result_as_tables_and_the_data_docs_as_a_path(run):
             page = evaluation.metadata["data_docs"]
             assert isinstance(page, dg.PathMetadataValue) and Path(page.value).is_file()
             assert Path(page.value).is_relative_to(warehouse / "data_docs" / "runs" / result.run_id)
+            assert name.removesuffix("_suite") in Path(page.value).read_text(encoding="utf-8")
 
 
 # --- item 9: one description per column --------------------------------------------------------
