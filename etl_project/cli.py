@@ -176,7 +176,7 @@ def summarize(result, plan, instance_home: str, previous: bool | None = None, wa
     papers = metadata.get("papers")
     published = metadata.get("warehouse")
     changes = plan.changes
-    parsed = "parsed" if not plan.to_parse or "parsed_files" in metadata else "did not parse its"
+    parsed = "parsed" if result.success or not plan.to_parse or "parsed_files" in metadata else "did not parse its"
     counts = f"{len(changes.new)} new, {len(changes.changed)} changed"
     if getattr(plan, "full", False):
         this_run = f"{parsed} {len(plan.to_parse)} file(s) (full refresh: {counts}, {len(changes.unchanged)} unchanged), {len(plan.removed)} removed"
