@@ -1,12 +1,16 @@
-"""How long DuckDB itself takes to hold a release's tables in a database file.
+"""What the DuckLake publish costs per table, with no pipeline code involved: registering a
+Parquet file that is already written (what etl_project/publish.py does) against DuckDB copying
+the rows into DuckLake's own data files (``INSERT INTO ... SELECT * FROM read_parquet``).
 
-The table contract puts the same tables into warehouse.duckdb as into Parquet. This measures the
-least that costs, with no pipeline code involved: DuckDB's own parallel Parquet reader copies
-each table (``CREATE TABLE AS SELECT * FROM read_parquet(...)``) into a fresh database file and
-checkpoints it; the same copy into an in-memory database shows what persisting adds. The
-sum is a floor under any publish that honours the contract.
+Each repeat makes a fresh embedded lake (SQLite catalog, as the project's default) in a scratch
+folder, then for every table, in one transaction each: ``CREATE TABLE`` from the file's schema and
+``ducklake_add_data_files`` (register), or ``CREATE TABLE`` and ``INSERT`` (copy), and commits.
+Registering reads only the file's footer and statistics, so its cost should not grow with the
+rows; the copy is the floor under a publish that would let DuckDB write the data. The input files
+are never changed (they are registered in place in a lake that is then thrown away).
 
-    python benchmarks/duckdb_load_bench.py <warehouse>/parquet --repeat 3
+    etl-project export /tmp/tables            # one Parquet file per table of the current snapshot
+    python benchmarks/duckdb_load_bench.py /tmp/tables --repeat 3
 """
 
 import argparse
@@ -17,53 +21,74 @@ from pathlib import Path
 
 import duckdb
 
+from etl_project import lake
+
 CONTRACT_TABLES = ["source_files", "raw_records", "records", "papers", "paper_occurrences", "rejected_records"]
+WAYS = ("register", "insert")
 
 
-def copy_tables(parquet_dir: Path, tables: list[str], database: str, compression: str) -> dict[str, float]:
+def _literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def load_tables(folder: Path, tables: list[str], way: str, scratch: Path) -> dict[str, float]:
+    """Seconds per table to make ``way`` hold it in a fresh lake under ``scratch``."""
+    target = lake.Lake.of(scratch / "warehouse")
+    con = lake.attach(target, read_only=False)
     seconds = {}
-    with duckdb.connect(database) as con:
-        con.execute(f"SET force_compression = '{compression}'")
+    try:
         for table in tables:
+            path = _literal(str(folder / f"{table}.parquet"))
             started = time.perf_counter()
-            con.execute(f"CREATE TABLE {table} AS SELECT * FROM read_parquet(?)", [str(parquet_dir / f"{table}.parquet")])
-            con.execute("CHECKPOINT")
+            con.execute("BEGIN")
+            con.execute(f"CREATE TABLE {lake.quote(table)} AS SELECT * FROM read_parquet({path}) LIMIT 0")
+            if way == "register":
+                con.execute(f"CALL ducklake_add_data_files({_literal(lake.ALIAS)}, {_literal(table)}, {path})")
+            else:
+                con.execute(f"INSERT INTO {lake.quote(table)} SELECT * FROM read_parquet({path})")
+            con.execute("COMMIT")
             seconds[table] = time.perf_counter() - started
+        for table in tables:  # both ways hold the same rows
+            rows = con.execute(f"SELECT count(*) FROM {lake.quote(table)}").fetchone()[0]
+            expected = con.execute(f"SELECT count(*) FROM read_parquet({_literal(str(folder / f'{table}.parquet'))})").fetchone()[0]
+            if rows != expected:
+                raise RuntimeError(f"{way}: {table} holds {rows} rows, its file {expected}")
+    finally:
+        con.close()
     return seconds
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("parquet_dir", type=Path, help="a release's parquet/ folder")
+    parser.add_argument("folder", type=Path, help="<table>.parquet files, e.g. from `etl-project export`")
     parser.add_argument("--tables", nargs="+", default=CONTRACT_TABLES)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--force-compression", default="auto",
-                        help="DuckDB's force_compression: auto (its choice, FSST for long strings) or e.g. uncompressed")
     args = parser.parse_args()
-    tables = [t for t in args.tables if (args.parquet_dir / f"{t}.parquet").exists()]
+    folder = args.folder.resolve()
+    tables = [t for t in args.tables if (folder / f"{t}.parquet").exists()]
     if not tables:
-        parser.error(f"none of {', '.join(args.tables)} is in {args.parquet_dir} as <table>.parquet")
+        parser.error(f"none of {', '.join(args.tables)} is in {folder} as <table>.parquet")
 
-    persisted, in_memory, file_mb = [], [], []
+    results: dict[str, list[dict[str, float]]] = {way: [] for way in WAYS}
+    data_mb = []
     for _ in range(args.repeat):
-        with tempfile.TemporaryDirectory() as scratch:
-            database = Path(scratch) / "load.duckdb"
-            persisted.append(copy_tables(args.parquet_dir, tables, str(database), args.force_compression))
-            file_mb.append(database.stat().st_size / 1e6)
-        in_memory.append(copy_tables(args.parquet_dir, tables, ":memory:", args.force_compression))
+        for way in WAYS:
+            with tempfile.TemporaryDirectory() as scratch:
+                results[way].append(load_tables(folder, tables, way, Path(scratch)))
+                if way == "insert":
+                    data_mb.append(sum(p.stat().st_size for p in (Path(scratch) / "warehouse" / "data").rglob("*.parquet")) / 1e6)
 
-    print(f"DuckDB {duckdb.__version__}, force_compression={args.force_compression}, {args.repeat} runs, medians")
-    print("| table | Parquet MB | into a file s | into memory s |")
+    print(f"DuckDB {duckdb.__version__}, DuckLake with a SQLite catalog, {args.repeat} runs, medians")
+    print("| table | Parquet MB | register s | insert (copy) s |")
     print("|---|--:|--:|--:|")
     for table in tables:
-        mb = (args.parquet_dir / f"{table}.parquet").stat().st_size / 1e6
-        print(f"| {table} | {mb:,.0f} | {statistics.median(r[table] for r in persisted):.1f} "
-              f"| {statistics.median(r[table] for r in in_memory):.1f} |")
-    total_file = statistics.median(sum(r.values()) for r in persisted)
-    total_memory = statistics.median(sum(r.values()) for r in in_memory)
-    print(f"| all | {sum((args.parquet_dir / f'{t}.parquet').stat().st_size for t in tables) / 1e6:,.0f} "
-          f"| {total_file:.1f} | {total_memory:.1f} |")
-    print(f"database file: {statistics.median(file_mb):,.0f} MB")
+        mb = (folder / f"{table}.parquet").stat().st_size / 1e6
+        print(f"| {table} | {mb:,.0f} | {statistics.median(r[table] for r in results['register']):.2f} "
+              f"| {statistics.median(r[table] for r in results['insert']):.2f} |")
+    totals = {way: statistics.median(sum(r.values()) for r in results[way]) for way in WAYS}
+    print(f"| all | {sum((folder / f'{t}.parquet').stat().st_size for t in tables) / 1e6:,.0f} "
+          f"| {totals['register']:.2f} | {totals['insert']:.2f} |")
+    print(f"data files DuckLake wrote for the copy: {statistics.median(data_mb):,.0f} MB")
 
 
 if __name__ == "__main__":

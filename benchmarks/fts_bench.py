@@ -33,7 +33,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from etl_project import warehouse_sql
+from etl_project import lake, warehouse_sql
 from etl_project.enrich import markup, names
 
 WAYS = ("pragma", "pragma-tuned", "set-based")
@@ -73,7 +73,7 @@ def build_statements(way: str) -> tuple[str, ...]:
 def child(way: str, database: Path) -> None:
     """Build the index one way in ``database``; print timings, index size and a digest of answers."""
     with duckdb.connect(str(database)) as con:
-        warehouse_sql.load_fts(con)
+        lake.load_extension(con, "fts")
         if way == "pragma-tuned":
             con.execute("SET preserve_insertion_order = false")
         before, started = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()

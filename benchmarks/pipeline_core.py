@@ -14,12 +14,13 @@ import json
 import os
 import shutil
 import time
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
 import polars as pl
 
-from etl_project import dedup, ingest, integrity, publish, stage
+from etl_project import dedup, ingest, integrity, lake, publish, stage
 from etl_project.enrich import links, names, topics
 from etl_project.enrich.markup import with_plain_text
 from etl_project.near_dedup import NearConfig
@@ -107,7 +108,7 @@ def run_core(landing: Path, warehouse: Path, near: bool = True, enrich: bool = T
         problems = integrity.cross_table_problems(tables)
         if problems:
             raise RuntimeError("; ".join(problems))
-        release = publish.publish(tables, warehouse, publish.new_release_id())
+        release = publish.publish(tables, lake.Lake.of(warehouse), f"bench-{uuid.uuid4().hex[:12]}")
     shutil.rmtree(staged, ignore_errors=True)
     # Resetting the high-water mark also resets what the parent reads from wait4, so the
     # whole run's peak is the highest stage peak (every stage function runs inside a stage).

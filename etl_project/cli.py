@@ -11,8 +11,8 @@ from pathlib import Path
 
 from etl_project import settings, warehouse_cli
 
-# The run's event log (the UI) keeps every step's events and tracebacks; the terminal gets only the
-# summary, which names each failed step's cause and the warnings the run logged, one line each.
+# The run's event log (the UI) keeps every step's events and tracebacks; the terminal gets the
+# summary (each failed step's cause in one line) and the warnings the steps logged, one line each.
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 MAX_WARNINGS = 10
 _SKIPPED_STEP = "Dependencies for step "  # Dagster's note on each step after a failed one
@@ -91,7 +91,13 @@ def run_pipeline(seeds: Path | None, warehouse: Path | None, full: bool = False,
         except (launch.RunRefused, ingest.LandingFolderError) as exc:
             return not_started(str(exc), previous)
         warnings = logged_warnings(instance, result.run_id)
-    print(summarize(result, plan, instance_home=str(home), previous=previous, warnings=warnings))
+    # The steps' own warnings (release notes, refused files) on stderr, one line each, as the
+    # console logger printed them; the summary on stdout stays the same short account.
+    for line in warnings[:MAX_WARNINGS]:
+        print(f"warning: {line}", file=sys.stderr)
+    if len(warnings) > MAX_WARNINGS:
+        print(f"warning: ... {len(warnings) - MAX_WARNINGS} more in the run's log", file=sys.stderr)
+    print(summarize(result, plan, instance_home=str(home), previous=previous))
     return 0 if result.success else 1
 
 
@@ -157,7 +163,7 @@ def logged_warnings(instance, run_id: str) -> list[str]:
     ]
 
 
-def summarize(result, plan, instance_home: str, previous: bool | None = None, warnings: list[str] | None = None) -> str:
+def summarize(result, plan, instance_home: str, previous: bool | None = None) -> str:
     """The terminal's account of a run: what it parsed, what it published (from the ``warehouse``
     asset's metadata, any key of which may be missing), and one line per failed check or step."""
     metadata = {}
@@ -170,7 +176,7 @@ def summarize(result, plan, instance_home: str, previous: bool | None = None, wa
     papers = metadata.get("papers")
     published = metadata.get("warehouse")
     changes = plan.changes
-    parsed = "parsed" if not plan.to_parse or "parsed_files" in metadata else "did not parse its"
+    parsed = "parsed" if result.success or not plan.to_parse or "parsed_files" in metadata else "did not parse its"
     counts = f"{len(changes.new)} new, {len(changes.changed)} changed"
     if getattr(plan, "full", False):
         this_run = f"{parsed} {len(plan.to_parse)} file(s) (full refresh: {counts}, {len(changes.unchanged)} unchanged), {len(plan.removed)} removed"
@@ -207,10 +213,6 @@ def summarize(result, plan, instance_home: str, previous: bool | None = None, wa
     if step_failures:
         lines.append(f"  the traceback is in the run's log in the Dagster UI (run {result.run_id}; "
                      f"DAGSTER_HOME={instance_home} dagster dev)")
-    shown = [w for w in warnings or [] if not (published and w.split(": ", 1)[-1].startswith("refused "))]
-    lines += [f"warning:    {w}" for w in shown[:MAX_WARNINGS]]
-    if len(shown) > MAX_WARNINGS:
-        lines.append(f"warning:    ... {len(shown) - MAX_WARNINGS} more in the run's log")
     if published and published.get("files_rejected"):
         lines.append("refused files:\n" + str(published.get("refused", "")))
     if published:

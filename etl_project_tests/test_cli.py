@@ -192,12 +192,3 @@ def test_commands_on_a_warehouse_never_published_say_so(tmp_path: Path):
         assert done.returncode == 1 and "no warehouse has been published" in done.stderr, command
     assert not (tmp_path / "wh").exists() and not (tmp_path / "out").exists()
 
-
-def test_cli_fails_on_missing_landing_folder(tmp_path: Path):
-    env = user_env(tmp_path, "home")
-    done = subprocess.run([CLI, "run", "--seeds", str(tmp_path / "nope"), "--warehouse", str(tmp_path / "wh")],
-                          env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 1
-    assert "run NOT started: landing folder does not exist" in done.stdout
-    assert "nothing was published" in done.stdout
-    assert not (tmp_path / "wh" / "catalog.sqlite").exists()

@@ -239,7 +239,7 @@ def _lake_objects(warehouse: Path, search: str | None = None) -> tuple[set[str],
     """(macros and views in the lake's main schema, tables of its search schema, and the answer
     of search_papers(search) when asked)."""
     with etl_project.connect(warehouse) as con:
-        found = con.sql(f"SELECT paper_id, name FROM search_papers(?)", params=[search]).fetchall() if search else []
+        found = con.sql("SELECT paper_id, name FROM search_papers(?)", params=[search]).fetchall() if search else []
         objects = {r[0] for r in con.sql(
             "SELECT function_name FROM duckdb_functions() WHERE database_name = 'lake' AND schema_name = 'main' "
             "UNION SELECT view_name FROM duckdb_views() WHERE database_name = 'lake' AND schema_name = 'main'").fetchall()}

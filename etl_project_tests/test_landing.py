@@ -99,3 +99,59 @@ def test_a_folder_that_cannot_be_listed_is_refused_not_skipped(tmp_path: Path, m
     assert sorted(landing.scan(tmp_path)) == ["a.txt", "locked"]
     refused = ingest.read_landing_file(tmp_path / "locked", tmp_path)
     assert refused.text is None and "cannot be listed" in refused.error
+
+
+# --- the landing folder itself: an error, never "no files" ----------------------------------
+
+def test_a_missing_folder_a_file_or_an_unlistable_folder_is_an_error_not_empty(tmp_path: Path, monkeypatch):
+    import pytest
+
+    from etl_project import ingest
+
+    with pytest.raises(ingest.LandingFolderError, match="does not exist"):
+        landing.scan(tmp_path / "nope")
+    write(tmp_path, "list.txt", "A\n\nOne abstract.\n")
+    with pytest.raises(ingest.LandingFolderError, match="is a file, not a folder"):
+        landing.scan(tmp_path / "list.txt")
+    real_walk = os.walk
+
+    def walk_of_an_unreadable_root(root, onerror=None):  # as os.walk reports it (tests run as root)
+        onerror(PermissionError(13, "Permission denied", str(root)))
+        return iter(())
+
+    monkeypatch.setattr(ingest.os, "walk", walk_of_an_unreadable_root)
+    with pytest.raises(ingest.LandingFolderError, match="cannot list the landing folder"):
+        landing.scan(tmp_path)
+    monkeypatch.setattr(ingest.os, "walk", real_walk)
+
+
+# --- removal_refusal: a landing folder that lost most of the warehouse's files ---------------
+
+def plan_removing(published: list[str], still_there: list[str], new: list[str] = ()) -> landing.Plan:
+    changes = landing.Changes(new=sorted(new), unchanged=sorted(still_there))
+    return landing.make_plan(changes, existing=published, published=published)
+
+
+def test_removing_every_published_file_is_refused():
+    refusal = landing.removal_refusal(plan_removing(["a", "b"], []))
+    assert refusal and "all 2 published file(s)" in refusal
+    # New files do not make an emptied warehouse acceptable: every published file still goes.
+    assert "all 2" in landing.removal_refusal(plan_removing(["a", "b"], [], new=["c"]))
+    assert "all 1" in landing.removal_refusal(plan_removing(["a"], []))
+
+
+def test_removing_more_than_half_is_refused_exactly_half_is_allowed():
+    refusal = landing.removal_refusal(plan_removing(["a", "b", "c", "d"], ["d"]))
+    assert refusal and "3 of the 4 published files, more than half" in refusal
+    assert landing.removal_refusal(plan_removing(["a", "b", "c", "d"], ["c", "d"])) is None
+    assert landing.removal_refusal(plan_removing(["a", "b", "c"], ["b", "c"])) is None
+
+
+def test_a_first_run_or_a_run_removing_nothing_published_is_never_refused():
+    assert landing.removal_refusal(plan_removing([], [], new=["a"])) is None
+    assert landing.removal_refusal(plan_removing([], [])) is None
+    # Partitions the warehouse never published (staged) do not count: it holds nothing to lose.
+    plan = landing.make_plan(landing.Changes(), existing=["a", "b"], published=[])
+    assert plan.removed == ["a", "b"] and landing.removal_refusal(plan) is None
+    # The published set can be handed in (e.g. the rows of source_files).
+    assert landing.removal_refusal(plan, published=["a", "b", "c"]) is not None

@@ -3,14 +3,13 @@
 from pathlib import Path
 
 import dagster as dg
-import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
+import etl_project
 from etl_project import landing, stage
 from etl_project.defs import launch
 from etl_project.defs.partitions import LANDING_FILES
-import etl_project
 from etl_project_tests.conftest import materialize_all
 from etl_project_tests.warehouse_helpers import query
 

@@ -199,3 +199,37 @@ def test_a_file_whose_run_never_parsed_it_is_asked_for_again(folder: Landing):
     folder.lose_waiting_runs()
     assert materialize_all(folder.folder, folder.warehouse, folder.instance).success  # parsed at last
     assert not folder.tick().run_requests
+
+
+def test_a_tick_that_would_remove_every_published_file_skips_and_says_how_to_allow_it(folder: Landing, monkeypatch):
+    from etl_project import ingest, stage
+
+    folder.write("a.txt")
+    folder.write("b.txt")
+    folder.tick(), folder.tick()
+    for name in ("a.txt", "b.txt"):  # as the run would have staged them (published, today)
+        tables = ingest.file_tables([ingest.read_landing_file(folder.folder / name, folder.folder)])
+        stage.write_partition(folder.warehouse, launch.PER_FILE_ASSET, name, tables)
+    for name in ("a.txt", "b.txt"):  # an unmounted share or a failed sync looks like this
+        (folder.folder / name).unlink()
+    result = folder.tick()
+    assert not result.run_requests and not result.dynamic_partitions_requests
+    reason = result.skip_reason.skip_message
+    assert "all 2 published file(s)" in reason and "--allow-removals" in reason and "ETL_ALLOW_REMOVALS=1" in reason
+    assert folder.partitions() == ["a.txt", "b.txt"]
+    monkeypatch.setenv("ETL_ALLOW_REMOVALS", "1")
+    assert only_run(folder.tick()) and folder.partitions() == []
+
+
+def test_a_tick_over_other_folders_than_the_instance_serves_changes_nothing(tmp_path: Path):
+    with dg.instance_for_test() as instance:
+        served = Landing(tmp_path, instance)
+        served.write("a.txt")
+        served.tick(), served.tick()
+        assert served.partitions() == ["a.txt"]
+        (tmp_path / "other").mkdir()
+        other = Landing(tmp_path / "other", instance)  # another landing folder and warehouse
+        result = other.tick()
+        assert not result.run_requests and not result.dynamic_partitions_requests
+        assert f"serves landing folder {served.folder}" in result.skip_reason.skip_message
+        assert served.partitions() == ["a.txt"]

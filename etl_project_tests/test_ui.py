@@ -16,6 +16,7 @@ from pathlib import Path
 
 import dagster as dg
 import duckdb
+import polars as pl
 import pytest
 import yaml
 
@@ -34,6 +35,10 @@ LONG_ABSTRACTS = suites.Rule(
 def run(tmp_path_factory):
     root = tmp_path_factory.mktemp("ui")
     shutil.copytree(SEEDS, root / "landing")
+    # A validation rendered into another site by the same process (as in tests and benchmarks):
+    # the run's Data Docs index must not list it.
+    overlap = pl.DataFrame({"file_a": ["a"], "file_b": ["b"], "shared_papers": [1], "papers_a": [1], "papers_b": [1], "jaccard": [0.5]})
+    runner.run_suite(suites.SOURCE_OVERLAP, overlap, root / "other_docs")
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(suites, "PAPERS", dataclasses.replace(suites.PAPERS, rules=(*suites.PAPERS.rules, LONG_ABSTRACTS)))
         result = materialize_all(root / "landing", root / "warehouse")
@@ -85,6 +90,9 @@ def test_data_docs_index_lists_the_runs_validations_in_chromium_offline(run, tmp
     chromium = find_chromium()
     assert chromium, "headless Chromium not found: install Debian's `chromium` (.ci/run does: apt-get install chromium)"
     site = warehouse / "data_docs" / "latest"
+    listed = re.findall(r"'_table_row_link_path': '([^']+)'", (site / "index.html").read_text(encoding="utf-8"))
+    assert all((site / path).is_file() for path in listed)  # validations and suites, each with its page
+    assert len([p for p in listed if p.startswith("validations/")]) == 10  # this run's only
     for page in site.rglob("*.html"):
         html = page.read_text(encoding="utf-8")
         assert not re.findall(r'<(?:script|link)\b[^>]*(?:src|href)="https?://', html), f"a CDN file in {page}"
@@ -128,6 +136,7 @@ def test_checks_show_their_result_as_tables_and_the_data_docs_as_a_path(run):
             page = evaluation.metadata["data_docs"]
             assert isinstance(page, dg.PathMetadataValue) and Path(page.value).is_file()
             assert Path(page.value).is_relative_to(warehouse / "data_docs" / "runs" / result.run_id)
+            assert name.removesuffix("_suite") in Path(page.value).read_text(encoding="utf-8")
 
 
 # --- item 9: one description per column --------------------------------------------------------

@@ -60,13 +60,13 @@ def landing_sensor(context: dg.SensorEvaluationContext, etl: EtlSettings):
             other = launch.serves_other_folders(context.instance, etl.seeds, etl.warehouse)
         if other:
             context.log.warning(f"skipped: {other}")
-            return dg.SkipReason(f"skipped: {other}")
+            return dg.SensorResult(skip_reason=f"skipped: {other}", cursor=context.cursor)
     launch.reap_dead_runs(context.instance)
     tick, seen, requested = _load_cursor(context.cursor)
     try:
         current = landing.scan(etl.seeds)
     except ingest.LandingFolderError as exc:
-        return dg.SkipReason(f"skipped: {exc}")
+        return dg.SensorResult(skip_reason=f"skipped: {exc}", cursor=context.cursor)
     existing = context.instance.get_dynamic_partitions(LANDING_FILES.name)
     present = set(existing)
     published = stage.staged_file_hashes(etl.warehouse, launch.PER_FILE_ASSET, existing)
