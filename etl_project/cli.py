@@ -136,12 +136,20 @@ def writable_folder(folder: Path, what: str, advice: str) -> str | None:
 def previous_snapshot(warehouse: Path) -> bool | None:
     """Whether the warehouse holds an earlier publish: True, False, or None when the catalog is
     not a local file (ETL_CATALOG names a server) and so cannot be looked at cheaply."""
-    from etl_project.lake import Lake
+    import polars as pl
 
-    catalog_file = Lake.of(warehouse).catalog_file
-    if catalog_file is None:
+    from etl_project import lake, publish
+
+    target = lake.Lake.of(warehouse)
+    if target.catalog_file is None:
         return None
-    return catalog_file.is_file() and catalog_file.stat().st_size > 0
+    if not target.exists():
+        return False
+    try:
+        with lake.attach(target, read_only=True) as con:
+            return not publish.history(con).filter(pl.col("run_id").is_not_null()).is_empty()
+    except Exception:  # a catalog that does not open: whatever it holds stays as it is
+        return None
 
 
 def _previous_note(previous: bool | None) -> str:
@@ -166,6 +174,8 @@ def logged_warnings(instance, run_id: str) -> list[str]:
 def summarize(result, plan, instance_home: str, previous: bool | None = None) -> str:
     """The terminal's account of a run: what it parsed, what it published (from the ``warehouse``
     asset's metadata, any key of which may be missing), and one line per failed check or step."""
+    import dagster as dg
+
     metadata = {}
     for event in result.get_asset_materialization_events():
         materialization = event.step_materialization_data.materialization
@@ -198,12 +208,16 @@ def summarize(result, plan, instance_home: str, previous: bool | None = None) ->
             f"{papers.get('near_records', '?')} of them near duplicates; "
             f"{papers.get('papers_in_several_files', '?')} papers in several files)"
         )
+    blocking = [c for c in failed if c.severity == dg.AssetCheckSeverity.ERROR]
     if checks or result.success:
-        lines.append(f"checks:     {len(checks) - len(failed)} passed, {len(failed)} failed")
+        warned = len(failed) - len(blocking)
+        lines.append(f"checks:     {len(checks) - len(failed)} passed, {len(failed)} failed"
+                     + (f" ({warned} WARN, not blocking)" if warned else ""))
     else:
         lines.append("checks:     none ran (the run stopped before them)")
     for check in failed:
-        lines.append(f"  FAILED {check.asset_key.to_user_string()}:{check.check_name} ({check.severity.value})")
+        severity = "ERROR, blocks the publish" if check in blocking else "WARN, not blocking"
+        lines.append(f"  FAILED {check.asset_key.to_user_string()}:{check.check_name} ({severity})")
     for event in step_failures:
         error = event.step_failure_data.error
         while error and error.cause:  # the root cause says what went wrong, not Dagster's wrapper
@@ -212,13 +226,15 @@ def summarize(result, plan, instance_home: str, previous: bool | None = None) ->
         lines.append(f"error in step {event.step_key}: {message}")
     if step_failures:
         lines.append(f"  the traceback is in the run's log in the Dagster UI (run {result.run_id}; "
-                     f"DAGSTER_HOME={instance_home} dagster dev)")
-    if published and published.get("files_rejected"):
-        lines.append("refused files:\n" + str(published.get("refused", "")))
+                     f"DAGSTER_HOME={instance_home} dg dev)")
+    refused = published.get("refused") if published else None
+    if refused is not None:
+        lines.append("refused files:")
+        lines += [f"  {row.data['source_file']}: {row.data['error']}" for row in refused.records]
     if published:
         lines.append("warehouse:  " + _published_line(published))
     else:
-        why = "a step failed" if step_failures else "a blocking check failed" if failed else "the run failed"
+        why = "a step failed" if step_failures else "a blocking check failed" if blocking else "the run failed"
         lines.append(f"warehouse:  NOT published ({why}); {_previous_note(previous)}")
     return "\n".join(lines)
 

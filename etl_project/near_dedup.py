@@ -207,7 +207,6 @@ def _token_hashes(data: np.ndarray, doc_offsets: np.ndarray) -> tuple[np.ndarray
     for all tokens at once: a segment sum of ``byte_j * P**j`` (separators weigh 0) times
     ``P**-start``. Arithmetic is modulo 2**64 (uint64 wrap-around).
     """
-    n_docs = len(doc_offsets) - 1
     is_token = _TOKEN_BYTE[data]
     starts_mask = is_token.copy()
     starts_mask[1:] &= ~is_token[:-1]

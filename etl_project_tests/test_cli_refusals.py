@@ -142,12 +142,13 @@ def test_help_is_plain_text(capsys):
 
 class FakeResult:
     run_id, success = "r1", True
+    checks: list = []
 
     def get_asset_materialization_events(self):
         return []
 
     def get_asset_check_evaluations(self):
-        return []
+        return self.checks
 
     def get_step_failure_events(self):
         return []
@@ -169,9 +170,50 @@ def test_summary_wording_says_what_happened():
         "warehouse:  NOT published (the run failed); the previous snapshot stays current")
 
 
+def test_a_warn_only_failure_is_counted_as_failed_and_not_blocking():
+    import dagster as dg
+
+    def evaluation(name: str, passed: bool, severity: dg.AssetCheckSeverity):
+        return dg.AssetCheckEvaluation(asset_key=dg.AssetKey("papers"), check_name=name, passed=passed, severity=severity)
+
+    result = FakeResult()
+    result.checks = [evaluation("papers_suite", False, dg.AssetCheckSeverity.WARN),
+                     evaluation("records_suite", True, dg.AssetCheckSeverity.ERROR)]
+    plan = landing.make_plan(landing.Changes(unchanged=["a"]), existing=["a"])
+    lines = cli.summarize(result, plan, "/h").splitlines()
+    assert "checks:     1 passed, 1 failed (1 WARN, not blocking)" in lines
+    assert "  FAILED papers:papers_suite (WARN, not blocking)" in lines
+    result.checks = [evaluation("papers_suite", False, dg.AssetCheckSeverity.ERROR)]
+    result.success = False
+    lines = cli.summarize(result, plan, "/h", previous=True).splitlines()
+    assert "  FAILED papers:papers_suite (ERROR, blocks the publish)" in lines
+    assert lines[-1] == "warehouse:  NOT published (a blocking check failed); the previous snapshot stays current"
+
+
 def test_each_warehouse_has_its_own_instance_unless_dagster_home_is_set(tmp_path: Path):
     assert settings.dagster_home(settings.PROJECT_ROOT / "warehouse", environ={}) == settings.default_dagster_home()
     assert settings.dagster_home(tmp_path / "wh", environ={}) == tmp_path / "wh" / ".dagster_home"
     assert settings.dagster_home(tmp_path / "wh", environ={"DAGSTER_HOME": str(tmp_path / "h")}) == tmp_path / "h"
 
 
+
+
+def test_removals_are_counted_against_what_the_lake_publishes(seeds_copy: Path, tmp_path: Path):
+    """Files parsed but never published (their run failed) are not 'published': emptying the
+    folder then is no removal of published files; once they are in the lake, it is."""
+    import dagster as dg
+
+    from etl_project.defs import launch
+    from etl_project_tests.conftest import SEEDS, materialize_all
+
+    warehouse = tmp_path / "wh"
+    with dg.DagsterInstance.ephemeral() as instance:
+        empty = tmp_path / "empty"
+        empty.mkdir()
+        assert launch.published_keys(launch.plan_run(instance, empty, warehouse), warehouse) == frozenset()
+        assert materialize_all(seeds_copy, warehouse, instance).success
+        for path in seeds_copy.iterdir():
+            path.unlink()
+        plan = launch.plan_run(instance, seeds_copy, warehouse)
+        assert launch.published_keys(plan, warehouse) == {landing.partition_key(p.name) for p in SEEDS.glob("*.txt")}
+        assert "remove all 2 published file(s)" in launch.removal_refusal(plan, warehouse)

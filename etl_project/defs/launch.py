@@ -13,7 +13,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from etl_project import landing, locks, settings, stage
+from etl_project import ingest, landing, locks, settings, stage
 from etl_project.defs.partitions import LANDING_FILES
 
 PER_FILE_ASSET = "parsed_files"
@@ -45,6 +45,31 @@ def plan_run(instance: dg.DagsterInstance, seeds: Path, warehouse: Path, full: b
     known = {k: v for k, v in published.items() if k in current}
     changes, _ = landing.detect_changes(seeds, current, known)
     return landing.make_plan(changes, existing, full, published=published)
+
+
+def removal_refusal(plan: landing.Plan, warehouse: Path) -> str | None:
+    """landing.removal_refusal against the files the lake's current snapshot holds (what readers
+    see), read only when the plan removes any file. Before the first publish nothing is held,
+    so nothing is refused; a lake that cannot be read falls back to the files the stage parsed."""
+    if not plan.removed:
+        return None
+    return landing.removal_refusal(plan, published_keys(plan, warehouse))
+
+
+def published_keys(plan: landing.Plan, warehouse: Path) -> frozenset[str]:
+    """The partition keys (among the plan's) of the files in ``source_files`` of the current snapshot."""
+    from etl_project import lake
+
+    target = lake.Lake.of(warehouse)
+    if not target.exists():
+        return frozenset()
+    try:
+        with lake.attach(target, read_only=True) as con:
+            names = {name for (name,) in con.execute("SELECT source_file FROM source_files").fetchall()}
+    except Exception:  # no table yet (a first publish that failed), or an unreadable catalog
+        return plan.published
+    candidates = set(plan.published) | set(plan.to_delete) | plan.changes.present
+    return frozenset(k for k in candidates if ingest.source_file_name(landing.file_name(k)) in names)
 
 
 def serves_other_folders(instance: dg.DagsterInstance, seeds: Path, warehouse: Path) -> str | None:
@@ -152,7 +177,7 @@ def run_in_process(
             raise RunRefused(other)
         reap_dead_runs(instance)
         plan = plan_run(instance, seeds, warehouse, full)
-        refusal = landing.removal_refusal(plan)
+        refusal = removal_refusal(plan, warehouse)
         if refusal and not allow_removals:
             raise RunRefused(f"{refusal}; nothing was changed. If those files really are gone, run again "
                              "with --allow-removals")

@@ -83,17 +83,3 @@ def non_empty(metadata: dict) -> dict:
         return value is None or (isinstance(value, (str, list, dict, tuple)) and len(value) == 0)
 
     return {key: value for key, value in metadata.items() if not empty(value)}
-
-
-def markdown_table(frame: pl.DataFrame) -> str:
-    """A frame as a markdown table (kept for callers not yet on ``table_value``)."""
-    def cell(value) -> str:
-        text = "" if value is None else str(value)
-        if len(text) > CELL_CHARS:
-            text = text[: CELL_CHARS - 1] + "…"
-        return text.replace("|", "\\|").replace("\n", " ")
-
-    header = "| " + " | ".join(frame.columns) + " |"
-    rule = "|" + "---|" * len(frame.columns)
-    rows = ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.iter_rows()]
-    return "\n".join([header, rule, *rows])

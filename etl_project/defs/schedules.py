@@ -10,7 +10,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from etl_project import ingest, landing, settings
+from etl_project import ingest, settings
 from etl_project.defs import launch
 from etl_project.defs.jobs import ETL_JOB
 from etl_project.defs.resources import EtlSettings
@@ -35,7 +35,7 @@ def nightly_full_refresh(context: dg.ScheduleEvaluationContext, etl: EtlSettings
             plan = launch.plan_run(context.instance, etl.seeds, etl.warehouse, full=True)
         except ingest.LandingFolderError as exc:
             return dg.SkipReason(f"skipped: {exc}")
-        refusal = landing.removal_refusal(plan)
+        refusal = launch.removal_refusal(plan, etl.warehouse)
         if refusal and not settings.allow_removals():
             return dg.SkipReason(f"skipped: {refusal}. If those files really are gone, run `etl-project run "
                                  f"--allow-removals` once, or set {settings.ALLOW_REMOVALS_ENV}=1 for the code location")

@@ -14,7 +14,7 @@ The cursor (JSON, stored by the instance) survives restarts of the daemon.
 A tick changes nothing, and says why in its skip reason, when the landing folder is missing or
 cannot be listed, when the instance serves another landing folder or warehouse
 (launch.serves_other_folders), or when the files gone from the folder are every published file
-or more than half of them (landing.removal_refusal) and ``ETL_ALLOW_REMOVALS`` is not set for
+or more than half of them (launch.removal_refusal) and ``ETL_ALLOW_REMOVALS`` is not set for
 the code location: apply such a removal once with ``etl-project run --allow-removals``.
 """
 
@@ -80,7 +80,7 @@ def landing_sensor(context: dg.SensorEvaluationContext, etl: EtlSettings):
     )
     plan = landing.make_plan(changes, existing, published=published)
     requested = {k: v for k, v in pending.items() if k in changes.present}
-    refusal = landing.removal_refusal(plan)
+    refusal = launch.removal_refusal(plan, etl.warehouse)
     if refusal and not settings.allow_removals():
         # Nothing asked for, nothing deleted; the files looked at need not be hashed again.
         reason = (f"skipped: {refusal}. If those files really are gone, run `etl-project run --allow-removals` "
