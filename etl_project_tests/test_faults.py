@@ -133,7 +133,7 @@ def test_runs_killed_while_parsing_validating_writing_and_committing(tmp_path: P
     final = run_cli(landing, warehouse, env)
     assert final.returncode == 0, final.stdout + final.stderr
     assert f"warehouse:  snapshot {previous_ids[-1] + 1} of" in final.stdout
-    assert re.search(r"removed [1-9]\d* data file\(s\) left by an interrupted run", final.stdout), final.stdout
+    assert re.search(r"removed [1-9]\d* data file\(s\) left by an interrupted run", final.stderr), final.stdout + final.stderr
     after = snapshot(warehouse)
     assert len(after["raw_records"]) == 38 + 3 * 700
     assert data_files(warehouse) == registered_files(warehouse)  # no orphan left

@@ -202,14 +202,12 @@ def test_a_file_whose_run_never_parsed_it_is_asked_for_again(folder: Landing):
 
 
 def test_a_tick_that_would_remove_every_published_file_skips_and_says_how_to_allow_it(folder: Landing, monkeypatch):
-    from etl_project import ingest, stage
+    from etl_project_tests.conftest import materialize_all
 
     folder.write("a.txt")
     folder.write("b.txt")
     folder.tick(), folder.tick()
-    for name in ("a.txt", "b.txt"):  # as the run would have staged them (published, today)
-        tables = ingest.file_tables([ingest.read_landing_file(folder.folder / name, folder.folder)])
-        stage.write_partition(folder.warehouse, launch.PER_FILE_ASSET, name, tables)
+    assert materialize_all(folder.folder, folder.warehouse, folder.instance).success  # the two files published
     for name in ("a.txt", "b.txt"):  # an unmounted share or a failed sync looks like this
         (folder.folder / name).unlink()
     result = folder.tick()
