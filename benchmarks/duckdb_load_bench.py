@@ -27,10 +27,6 @@ CONTRACT_TABLES = ["source_files", "raw_records", "records", "papers", "paper_oc
 WAYS = ("register", "insert")
 
 
-def _literal(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
 def load_tables(folder: Path, tables: list[str], way: str, scratch: Path) -> dict[str, float]:
     """Seconds per table to make ``way`` hold it in a fresh lake under ``scratch``."""
     target = lake.Lake.of(scratch / "warehouse")
@@ -38,19 +34,19 @@ def load_tables(folder: Path, tables: list[str], way: str, scratch: Path) -> dic
     seconds = {}
     try:
         for table in tables:
-            path = _literal(str(folder / f"{table}.parquet"))
+            path = lake.literal(str(folder / f"{table}.parquet"))
             started = time.perf_counter()
             con.execute("BEGIN")
             con.execute(f"CREATE TABLE {lake.quote(table)} AS SELECT * FROM read_parquet({path}) LIMIT 0")
             if way == "register":
-                con.execute(f"CALL ducklake_add_data_files({_literal(lake.ALIAS)}, {_literal(table)}, {path})")
+                con.execute(f"CALL ducklake_add_data_files({lake.literal(lake.ALIAS)}, {lake.literal(table)}, {path})")
             else:
                 con.execute(f"INSERT INTO {lake.quote(table)} SELECT * FROM read_parquet({path})")
             con.execute("COMMIT")
             seconds[table] = time.perf_counter() - started
         for table in tables:  # both ways hold the same rows
             rows = con.execute(f"SELECT count(*) FROM {lake.quote(table)}").fetchone()[0]
-            expected = con.execute(f"SELECT count(*) FROM read_parquet({_literal(str(folder / f'{table}.parquet'))})").fetchone()[0]
+            expected = con.execute(f"SELECT count(*) FROM read_parquet({lake.literal(str(folder / f'{table}.parquet'))})").fetchone()[0]
             if rows != expected:
                 raise RuntimeError(f"{way}: {table} holds {rows} rows, its file {expected}")
     finally:

@@ -60,25 +60,24 @@ def run_pipeline(seeds: Path | None, warehouse: Path | None, full: bool = False,
 
     from etl_project import ingest
 
-    previous = previous_snapshot(warehouse)  # before the run: a failed publish may leave a catalog file
     try:
         ingest.check_landing_folder(seeds)
     except ingest.LandingFolderError as exc:
-        return not_started(str(exc), previous)
+        return not_started(str(exc), warehouse)
     problem = (
         writable_folder(warehouse, "warehouse", f"choose another with --warehouse or ${settings.WAREHOUSE_ENV}")
         or writable_folder(home, "Dagster instance folder (DAGSTER_HOME)", "set DAGSTER_HOME to a writable folder")
     )
     if problem:
-        return not_started(problem, previous)
+        return not_started(problem, warehouse)
     if not (home / "dagster.yaml").exists():
         # Without the project's settings the instance lacks its run queue and run monitoring.
         shutil.copyfile(settings.instance_settings(), home / "dagster.yaml")
 
     import dagster as dg
 
-    from etl_project.defs import launch
     from etl_project.definitions import ETL_JOB, defs
+    from etl_project.defs import launch
 
     with launch.home_lock(home):  # the first use of a new home creates its database
         instance = dg.DagsterInstance.get()
@@ -89,7 +88,7 @@ def run_pipeline(seeds: Path | None, warehouse: Path | None, full: bool = False,
                 full=full, run_config=QUIET_LOGS, allow_removals=allow_removals or settings.allow_removals(),
             )
         except (launch.RunRefused, ingest.LandingFolderError) as exc:
-            return not_started(str(exc), previous)
+            return not_started(str(exc), warehouse)
         warnings = logged_warnings(instance, result.run_id)
     # The steps' own warnings (release notes, refused files) on stderr, one line each, as the
     # console logger printed them; the summary on stdout stays the same short account.
@@ -97,12 +96,17 @@ def run_pipeline(seeds: Path | None, warehouse: Path | None, full: bool = False,
         print(f"warning: {line}", file=sys.stderr)
     if len(warnings) > MAX_WARNINGS:
         print(f"warning: ... {len(warnings) - MAX_WARNINGS} more in the run's log", file=sys.stderr)
+    # Whether an earlier snapshot stays current matters only when this run published nothing; a run
+    # that fails commits nothing, so asking after it gives the answer from before it.
+    published = any(e.asset_key == dg.AssetKey("warehouse") for e in result.get_asset_materialization_events())
+    previous = None if published else previous_snapshot(warehouse)
     print(summarize(result, plan, instance_home=str(home), previous=previous))
     return 0 if result.success else 1
 
 
-def not_started(reason: str, previous: bool | None) -> int:
+def not_started(reason: str, warehouse: Path) -> int:
     print(f"run NOT started: {reason}")
+    previous = previous_snapshot(warehouse)
     if previous is False:
         print("warehouse:  nothing was published (the warehouse has no earlier snapshot)")
     else:

@@ -16,6 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from etl_project.lake import literal, quote
+
 
 @dataclass(frozen=True)
 class Table:
@@ -181,14 +183,6 @@ def describe(table: str, column: str) -> str | None:
     return known.columns.get(column) if known else None
 
 
-def _identifier(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def comment_statements(table: str, columns: Iterable[str]) -> list[str]:
     """DuckDB ``COMMENT ON TABLE`` / ``COMMENT ON COLUMN`` statements for ``table`` and those of
     ``columns`` (the table's existing columns) that the contract describes; identifiers quoted,
@@ -196,11 +190,11 @@ def comment_statements(table: str, columns: Iterable[str]) -> list[str]:
     known = TABLES.get(table)
     if known is None:
         return []
-    statements = [f"COMMENT ON TABLE {_identifier(table)} IS {_literal(known.summary)}"]
+    statements = [f"COMMENT ON TABLE {quote(table)} IS {literal(known.summary)}"]
     for column in columns:
         if column in known.columns:
             statements.append(
-                f"COMMENT ON COLUMN {_identifier(table)}.{_identifier(column)} IS {_literal(known.columns[column])}"
+                f"COMMENT ON COLUMN {quote(table)}.{quote(column)} IS {literal(known.columns[column])}"
             )
     return statements
 

@@ -66,12 +66,12 @@ def load_extension(con: duckdb.DuckDBPyConnection, name: str) -> None:
     """Install ``name`` from its package into the connection's extension directory and load it.
     When that directory cannot be written (a read-only home), a private one under the temporary
     folder is used instead, for this connection."""
-    path = _literal(str(extension_file(name)))
+    path = literal(str(extension_file(name)))
     try:
         con.execute(f"INSTALL {path}")
     except duckdb.Error:
         private = Path(tempfile.gettempdir()) / f"etl_project-duckdb-extensions-{os.getuid()}"
-        con.execute(f"SET extension_directory = {_literal(str(private))}")
+        con.execute(f"SET extension_directory = {literal(str(private))}")
         con.execute(f"INSTALL {path}")
     con.execute(f"LOAD {EXTENSIONS[name][2]}")
 
@@ -144,15 +144,15 @@ class Lake:
         return self.catalog_file is None or self.catalog_file.exists()
 
     def attach_statement(self, read_only: bool, data_path: str | None = None) -> str:
-        options = {"DATA_PATH": _literal(data_path if data_path is not None else self.data_path), "OVERRIDE_DATA_PATH": "true"}
+        options = {"DATA_PATH": literal(data_path if data_path is not None else self.data_path), "OVERRIDE_DATA_PATH": "true"}
         if self.backend == "sqlite":
-            options |= {k: _literal(v) if isinstance(v, str) else str(v) for k, v in SQLITE_OPTIONS.items()}
+            options |= {k: literal(v) if isinstance(v, str) else str(v) for k, v in SQLITE_OPTIONS.items()}
         if read_only:
             options["READ_ONLY"] = "true"
         else:
             options["DATA_INLINING_ROW_LIMIT"] = "0"  # every row in a data file, none in the catalog
         joined = ", ".join(f"{k} {v}" for k, v in options.items())
-        return f"ATTACH {_literal('ducklake:' + self.catalog)} AS {ALIAS} ({joined})"
+        return f"ATTACH {literal('ducklake:' + self.catalog)} AS {ALIAS} ({joined})"
 
     def extensions(self) -> list[str]:
         return ["ducklake", *([self.backend] if self.backend != "duckdb" else []), "fts"]
@@ -232,7 +232,8 @@ def _relative(path: Path, base: Path) -> str:
         return str(path)
 
 
-def _literal(value: str) -> str:
+def literal(value: str) -> str:
+    """A SQL string literal (DuckDB binds no parameters in ATTACH, INSTALL or DDL)."""
     return "'" + value.replace("'", "''") + "'"
 
 

@@ -27,7 +27,7 @@ import duckdb
 import polars as pl
 
 from etl_project import contract, lake, settings, warehouse_sql
-from etl_project.lake import ALIAS, Lake, quote
+from etl_project.lake import ALIAS, Lake, literal, quote
 
 AUTHOR = "etl_project"
 KEEP_SNAPSHOTS_ENV = "ETL_KEEP_SNAPSHOTS"
@@ -119,7 +119,7 @@ def publish(tables: Mapping[str, pl.DataFrame | pl.LazyFrame], target: Lake, run
 
 def _prepare(con: duckdb.DuckDBPyConnection) -> None:
     """DuckLake's own writes (the search index, rollbacks) in zstd, like Polars'; set once."""
-    options = dict(con.execute(f"SELECT option_name, value FROM ducklake_options({_literal(ALIAS)})").fetchall())
+    options = dict(con.execute(f"SELECT option_name, value FROM ducklake_options({literal(ALIAS)})").fetchall())
     if options.get("parquet_compression") != "zstd":
         con.execute(f"CALL {ALIAS}.set_option('parquet_compression', 'zstd')")
 
@@ -141,20 +141,20 @@ def _write_data_file(frame: pl.LazyFrame, data_path: str, table: str, run_id: st
 def _replace_rows(con: duckdb.DuckDBPyConnection, table: str, path: str, rows: int) -> None:
     """``table``'s rows become exactly those of the data file at ``path``. The table is created,
     or recreated when its columns changed (a new release of the code), from the file's schema."""
-    wanted = con.execute(f"DESCRIBE SELECT * FROM read_parquet({_literal(path)})").fetchall()
+    wanted = con.execute(f"DESCRIBE SELECT * FROM read_parquet({literal(path)})").fetchall()
     wanted = [(name, kind) for name, kind, *_ in wanted]
     if _columns(con, table, with_types=True) != wanted:
         con.execute(f"DROP TABLE IF EXISTS {quote(table)}")
-        con.execute(f"CREATE TABLE {quote(table)} AS SELECT * FROM read_parquet({_literal(path)}) LIMIT 0")
+        con.execute(f"CREATE TABLE {quote(table)} AS SELECT * FROM read_parquet({literal(path)}) LIMIT 0")
     else:
         con.execute(f"DELETE FROM {quote(table)}")
     if rows:
         registered = con.execute(
-            f"SELECT count(*) FROM ducklake_list_files({_literal(ALIAS)}, {_literal(table)}) WHERE data_file = ?", [path]
+            f"SELECT count(*) FROM ducklake_list_files({literal(ALIAS)}, {literal(table)}) WHERE data_file = ?", [path]
         ).fetchone()[0]
         if registered:  # registering a file twice would count its rows twice
             raise PublishError(f"{path} is already registered in {table}; not registering it again")
-        con.execute(f"CALL ducklake_add_data_files({_literal(ALIAS)}, {_literal(table)}, {_literal(path)})")
+        con.execute(f"CALL ducklake_add_data_files({literal(ALIAS)}, {literal(table)}, {literal(path)})")
 
 
 def _columns(con: duckdb.DuckDBPyConnection, table: str, with_types: bool = False) -> list:
@@ -210,7 +210,7 @@ def _snapshot_of_run(con: duckdb.DuckDBPyConnection, run_id: str) -> int:
 def _delete_orphans(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Data files under the data path that no snapshot lists: those of a run killed before its
     commit. Safe under the run lock: no other publish of this lake is writing."""
-    gone = con.execute(f"CALL ducklake_delete_orphaned_files({_literal(ALIAS)}, cleanup_all => true)").fetchall()
+    gone = con.execute(f"CALL ducklake_delete_orphaned_files({literal(ALIAS)}, cleanup_all => true)").fetchall()
     return [f"removed {len(gone)} data file(s) left by an interrupted run"] if gone else []
 
 
@@ -223,8 +223,8 @@ def expire_snapshots(con: duckdb.DuckDBPyConnection, retention: Retention) -> li
     expired = [sid for sid, at in snapshots if sid not in newest and at < cutoff]
     if not expired:
         return []
-    con.execute(f"CALL ducklake_expire_snapshots({_literal(ALIAS)}, versions => ?)", [expired])
-    con.execute(f"CALL ducklake_cleanup_old_files({_literal(ALIAS)}, cleanup_all => true)")
+    con.execute(f"CALL ducklake_expire_snapshots({literal(ALIAS)}, versions => ?)", [expired])
+    con.execute(f"CALL ducklake_cleanup_old_files({literal(ALIAS)}, cleanup_all => true)")
     return [f"expired {len(expired)} snapshot(s) older than {retention.days:g} days beyond the newest {retention.snapshots}"]
 
 
@@ -330,7 +330,7 @@ def export(con: duckdb.DuckDBPyConnection, folder: Path, tables: Iterable[str] |
     for table in chosen:
         path = folder / f"{table}.parquet"
         con.execute(
-            f"COPY (SELECT * FROM {quote(table)} AT (VERSION => {int(snapshot_id)})) TO {_literal(str(path))} "
+            f"COPY (SELECT * FROM {quote(table)} AT (VERSION => {int(snapshot_id)})) TO {literal(str(path))} "
             "(FORMAT parquet, COMPRESSION zstd)"
         )
         out[table] = path
@@ -339,10 +339,6 @@ def export(con: duckdb.DuckDBPyConnection, folder: Path, tables: Iterable[str] |
 
 def _ranges(ids: list[int]) -> str:
     return f"{ids[0]}..{ids[-1]}" if ids else "none"
-
-
-def _literal(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
 
 
 def _env_number(name: str, default, kind):

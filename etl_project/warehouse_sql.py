@@ -39,6 +39,7 @@ import duckdb
 
 from etl_project import lake
 from etl_project.enrich.links import CODE_KINDS
+from etl_project.lake import literal
 
 SEARCH_SCHEMA = "search"
 SEARCH_TABLE = f"{SEARCH_SCHEMA}.papers"
@@ -71,11 +72,7 @@ class SqlObject:
     needs_fts: bool = False
 
 
-def _literal(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
-_CODE_KINDS_SQL = "(" + ", ".join(_literal(k) for k in CODE_KINDS) + ")"
+_CODE_KINDS_SQL = "(" + ", ".join(literal(k) for k in CODE_KINDS) + ")"
 
 
 def fts_index_statements(table: str, id_column: str, fields: tuple[str, ...], rows: str,
@@ -90,14 +87,14 @@ def fts_index_statements(table: str, id_column: str, fields: tuple[str, ...], ro
     # Every space-separated chunk of every field, fields and rows in the extension's order.
     all_chunks = "\n            UNION ALL ".join(
         f"SELECT unnest(string_split(\"{field}\", ' ')) AS chunk, rowid AS docid, "
-        f"(SELECT fieldid FROM {fts}.fields WHERE field = {_literal(field)}) AS fieldid FROM {table}"
+        f"(SELECT fieldid FROM {fts}.fields WHERE field = {literal(field)}) AS fieldid FROM {table}"
         for field in fields
     )
     return (
         f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM ({rows}) LIMIT 0",
         # On the empty table: the index schema, stopwords, fields and macros, in the extension's own words.
-        f"PRAGMA create_fts_index({_literal(table)}, {_literal(id_column)}, {', '.join(map(_literal, fields))}, "
-        f"stemmer = {_literal(stemmer)}, stopwords = {_literal(stopwords)}, overwrite = 1)",
+        f"PRAGMA create_fts_index({literal(table)}, {literal(id_column)}, {', '.join(map(literal, fields))}, "
+        f"stemmer = {literal(stemmer)}, stopwords = {literal(stopwords)}, overwrite = 1)",
         f"INSERT INTO {table} {rows}",  # rowids 0.. in the query's order, as CREATE TABLE AS gives
         # Each distinct chunk once, with where it first occurs (field, then row), cut into the words
         # the extension's tokenize makes of it; NULL and empty words and stopwords out, as it does.
@@ -118,7 +115,7 @@ def fts_index_statements(table: str, id_column: str, fields: tuple[str, ...], ro
         # order), numbered by row_number(): by the first document holding the term, then the term.
         f"""CREATE OR REPLACE TEMP TABLE {words} AS
         WITH stems AS (
-            SELECT w, stem(w, {_literal(stemmer)}) AS term, min(first) AS first FROM {chunks} GROUP BY w
+            SELECT w, stem(w, {literal(stemmer)}) AS term, min(first) AS first FROM {chunks} GROUP BY w
         ),
         term_first AS (SELECT w, term, min(first) OVER (PARTITION BY term) AS first FROM stems)
         SELECT w, term, dense_rank() OVER (ORDER BY first.docid, term) - 1 AS termid FROM term_first""",
@@ -308,11 +305,11 @@ def build_search_index(con: duckdb.DuckDBPyConnection, sources: Mapping[str, str
     lake.load_extension(con, "fts")
     if temp_directory is not None:
         temp_directory.mkdir(parents=True, exist_ok=True)
-        con.execute(f"SET temp_directory = {_literal(str(temp_directory))}")
+        con.execute(f"SET temp_directory = {literal(str(temp_directory))}")
     con.execute("USE memory")
     try:
         for table in SEARCH.requires:
-            con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM read_parquet({_literal(sources[table])})")
+            con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM read_parquet({literal(sources[table])})")
         con.execute(f"CREATE SCHEMA IF NOT EXISTS {SEARCH_SCHEMA}")
         with build_memory_limit(con):
             for statement in fts_index_statements(SEARCH_TABLE, "paper_id", SEARCH_FIELDS, SEARCH_ROWS):
@@ -372,7 +369,7 @@ def _satisfied(obj: SqlObject, present: Mapping[str, set[str] | list[str]]) -> b
 
 
 def _parquet_columns(con: duckdb.DuckDBPyConnection, path: str) -> list[str]:
-    return [row[0] for row in con.execute(f"DESCRIBE SELECT * FROM read_parquet({_literal(path)})").fetchall()]
+    return [row[0] for row in con.execute(f"DESCRIBE SELECT * FROM read_parquet({literal(path)})").fetchall()]
 
 
 def _schema_exists(con: duckdb.DuckDBPyConnection, schema: str) -> bool:
@@ -394,4 +391,4 @@ def build_memory_limit(con: duckdb.DuckDBPyConnection, gib: float = BUILD_MEMORY
     try:
         yield
     finally:
-        con.execute(f"SET memory_limit = {_literal(previous)}")
+        con.execute(f"SET memory_limit = {literal(previous)}")
