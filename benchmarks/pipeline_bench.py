@@ -1,11 +1,13 @@
 """The whole pipeline against the DuckDB-only peer, the floor and Dagster's own floor (issue 7).
 
-    python benchmarks/pipeline_bench.py [--sizes 10000 100000 1000000] [--repeats N]
-        [--work DIR] [--corpus-dir DIR] [--only VARIANT ...] [--seeds-only] [--json PATH]
+    python benchmarks/pipeline_bench.py [--sizes 10000 100000 1000000] [--corpus abstracts|short]
+        [--repeats N] [--work DIR] [--corpus-dir DIR] [--only VARIANT ...] [--seeds-only] [--json PATH]
 
 Corpora in the seeds' format (``benchmarks/corpus.py``, seed 1, ~100 records per file) are
 generated once into ``<work>/corpus_<n>/landing/`` (``labels.csv`` moved next to it, out of the
 landing folder) and reused; ``--corpus-dir DIR`` reuses ``DIR/c<n>`` when it exists instead.
+``--corpus short`` uses ``benchmarks/short_corpus.py`` instead (seed 1): ~60-byte one-line records
+cut from the seeds' real text, heavily duplicated, in 16 files (``<work>/short_<n>/landing/``).
 
 Every variant runs as a child process: wall time is measured around the child and peak RSS is the
 child's own ``ru_maxrss`` from ``os.wait4`` (for the core, which resets its high-water mark at
@@ -15,6 +17,8 @@ before each run.
   duckdb_peer  the ETL a user would write as one DuckDB SQL script instead of this project:
                read_text, split paragraphs with a regex, normalize with lower/regexp_replace,
                group by a hash of the key, COPY records and papers to zstd Parquet.
+  duckdb_peer_tables  the same script keeping records and papers as tables of a DuckDB
+               database file too (a warehouse to query, as this project publishes one).
   floor        reading the files and splitting them into paragraphs in Python (read bytes,
                decode UTF-8, one re.split): the least any pipeline must do.
   core_exact   this project's stages in process, exact dedup only, no enrichment
@@ -49,9 +53,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 PROJECT = HERE.parent
 SEEDS = PROJECT / "seeds"
-VARIANTS = ("duckdb_peer", "floor", "core_exact", "core_full", "cli")
+VARIANTS = ("duckdb_peer", "duckdb_peer_tables", "floor", "core_exact", "core_full", "cli")
 CORE_VARIANTS = ("core_exact", "core_full")
 RECORDS_PER_FILE = 100
+SHORT_FILES = 16
 CORPUS_SEED = 1
 MB = 1_000_000
 MIN_SEEDS_REPEATS = 3
@@ -62,7 +67,7 @@ QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 PARAGRAPH_BREAK = r"\n[ \t]*\n"
 
 PEER_RECORDS_SQL = """
-CREATE TEMP TABLE records AS
+CREATE {kind} records AS
 WITH files AS (
     SELECT filename AS source_file,
            regexp_split_to_array(replace(content, chr(13), ''), '{brk}') AS parts
@@ -79,16 +84,17 @@ WITH files AS (
 SELECT source_file, ordinal, raw_text, text, lower(text) AS dedup_key FROM cleaned
 """
 PEER_COPY_RECORDS_SQL = "COPY records TO {path} (FORMAT parquet, COMPRESSION zstd)"
-PEER_COPY_PAPERS_SQL = """
-COPY (
-    SELECT hash(dedup_key) AS paper_id,
-           arg_min(text, (source_file, ordinal)) AS abstract,
-           count(*) AS occurrence_count,
-           count(DISTINCT source_file) AS source_count
-    FROM records
-    GROUP BY hash(dedup_key)
-) TO {path} (FORMAT parquet, COMPRESSION zstd)
+PEER_PAPERS_SQL = """
+SELECT hash(dedup_key) AS paper_id,
+       arg_min(text, (source_file, ordinal)) AS abstract,
+       count(*) AS occurrence_count,
+       count(DISTINCT source_file) AS source_count
+FROM records
+GROUP BY hash(dedup_key)
 """
+PEER_COPY_PAPERS_SQL = "COPY ({query}) TO {path} (FORMAT parquet, COMPRESSION zstd)"
+PEER_TABLE_PAPERS_SQL = "CREATE TABLE papers AS {query}"
+PEER_COPY_TABLE_SQL = "COPY papers TO {path} (FORMAT parquet, COMPRESSION zstd)"
 
 
 # --- child modes ---------------------------------------------------------------------------------
@@ -98,15 +104,22 @@ def _sql_string(value: object) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
 
-def peer(landing: Path, out: Path) -> dict:
-    """The DuckDB-only ETL (variant duckdb_peer), with DuckDB's default threads and memory."""
+def peer(landing: Path, out: Path, tables: bool = False) -> dict:
+    """The DuckDB-only ETL (variant duckdb_peer; with ``tables``, duckdb_peer_tables, which also
+    keeps its tables in ``out/peer.duckdb``), with DuckDB's default threads and memory."""
     import duckdb
 
     out.mkdir(parents=True, exist_ok=True)
-    con = duckdb.connect()
-    con.execute(PEER_RECORDS_SQL.format(brk=PARAGRAPH_BREAK, glob=_sql_string(landing / "*.txt")))
+    con = duckdb.connect(str(out / "peer.duckdb") if tables else ":memory:")
+    kind = "TABLE" if tables else "TEMP TABLE"
+    con.execute(PEER_RECORDS_SQL.format(kind=kind, brk=PARAGRAPH_BREAK, glob=_sql_string(landing / "*.txt")))
     con.execute(PEER_COPY_RECORDS_SQL.format(path=_sql_string(out / "records.parquet")))
-    con.execute(PEER_COPY_PAPERS_SQL.format(path=_sql_string(out / "papers.parquet")))
+    papers_path = _sql_string(out / "papers.parquet")
+    if tables:
+        con.execute(PEER_TABLE_PAPERS_SQL.format(query=PEER_PAPERS_SQL))
+        con.execute(PEER_COPY_TABLE_SQL.format(path=papers_path))
+    else:
+        con.execute(PEER_COPY_PAPERS_SQL.format(query=PEER_PAPERS_SQL, path=papers_path))
     records = con.execute("SELECT count(*) FROM records").fetchone()[0]
     papers = con.execute(f"SELECT count(*) FROM read_parquet({_sql_string(out / 'papers.parquet')})").fetchone()[0]
     return {"records": records, "papers": papers}
@@ -242,8 +255,8 @@ def run_variant(variant: str, landing: Path, out: Path) -> dict:
     out.mkdir(parents=True)
     me = [sys.executable, str(Path(__file__).resolve())]
     core = [sys.executable, str(HERE / "pipeline_core.py"), landing, out]
-    if variant == "duckdb_peer":
-        run = run_child(me + ["--peer", landing, out])
+    if variant in ("duckdb_peer", "duckdb_peer_tables"):
+        run = run_child(me + ["--peer", landing, out] + (["--peer-tables"] if variant == "duckdb_peer_tables" else []))
         counts = json.loads(run["stdout"])
     elif variant == "floor":
         run = run_child(me + ["--floor", landing])
@@ -288,9 +301,11 @@ def summarize_runs(runs: list[dict]) -> dict:
 # --- corpora -------------------------------------------------------------------------------------
 
 
-def corpus_landing(records: int, work: Path, corpus_dir: Path | None) -> Path:
+def corpus_landing(records: int, work: Path, corpus_dir: Path | None, kind: str = "abstracts") -> Path:
     """The landing folder of a corpus of ``records`` records: ``corpus_dir/c<records>`` when it
     exists, else generated once under ``work`` (a stamp file marks a complete corpus)."""
+    if kind == "short":
+        return short_corpus_landing(records, work)
     if corpus_dir and (corpus_dir / f"c{records}").is_dir():
         return corpus_dir / f"c{records}"
     root = work / f"corpus_{records}"
@@ -306,6 +321,21 @@ def corpus_landing(records: int, work: Path, corpus_dir: Path | None) -> Path:
     # labels.csv would be ingested as one more landing file
     (landing / corpus.LABELS_FILE).rename(root / corpus.LABELS_FILE)
     stamp.write_text(f"records={records} seed={CORPUS_SEED}\n")
+    return landing
+
+
+def short_corpus_landing(records: int, work: Path) -> Path:
+    """The landing folder of a short-record corpus (benchmarks/short_corpus.py), generated once."""
+    root = work / f"short_{records}"
+    landing, stamp = root / "landing", root / "complete"
+    if not stamp.exists():
+        shutil.rmtree(root, ignore_errors=True)
+        sys.path.insert(0, str(HERE))
+        import short_corpus
+
+        print(f"generating a short-record corpus of {records:,} records in {landing} ...", file=sys.stderr, flush=True)
+        short_corpus.generate(landing, records, SHORT_FILES, CORPUS_SEED)
+        stamp.write_text(f"records={records} files={SHORT_FILES} seed={CORPUS_SEED}\n")
     return landing
 
 
@@ -358,6 +388,12 @@ def print_variants(results: dict) -> None:
         if "floor" in v:
             ratios.append(f"duckdb_peer/floor = {v['duckdb_peer']['wall'] / v['floor']['wall']:.2f}x")
         print(f"{size_label(int(n))}: speed ratio (> 1: faster than the peer) " + ", ".join(ratios))
+    for n, size in results["sizes"].items():
+        v = size["variants"]
+        for peer_variant in ("duckdb_peer", "duckdb_peer_tables"):
+            if peer_variant in v and "cli" in v:
+                print(f"{size_label(int(n))}: cli takes {v['cli']['wall'] / v[peer_variant]['wall']:.2f}x the time of {peer_variant}"
+                      f" and {v['cli']['rss_mb'] / v[peer_variant]['rss_mb']:.2f}x its peak RSS")
     print()
 
 
@@ -442,7 +478,7 @@ def print_seeds(seeds: dict) -> None:
 def bench_sizes(args) -> dict:
     results: dict = {"sizes": {}}
     for n in args.sizes:
-        landing = corpus_landing(n, args.work, args.corpus_dir)
+        landing = corpus_landing(n, args.work, args.corpus_dir, args.corpus)
         size = {"landing": str(landing), "input_bytes": input_bytes(landing), "variants": {}}
         runs: dict[str, list] = {v: [] for v in args.only}
         for _ in range(args.repeats):  # interleaved, so drift in the machine's load hits every variant
@@ -483,6 +519,8 @@ def bench_seeds(args) -> dict:
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000], help="corpus sizes in records")
+    parser.add_argument("--corpus", choices=("abstracts", "short"), default="abstracts",
+                        help="~1 KB abstracts (corpus.py) or ~60-byte one-line records in 16 files (short_corpus.py)")
     parser.add_argument("--repeats", type=int, default=1, help="runs per variant and size (medians printed)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/etl_pipeline_bench"), help="corpora and outputs")
     parser.add_argument("--corpus-dir", type=Path, help="reuse DIR/c<records> as the landing folder when it exists")
@@ -491,6 +529,7 @@ def parse_args(argv=None):
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
     # child modes
     parser.add_argument("--peer", nargs=2, type=Path, metavar=("LANDING", "OUT"), help=argparse.SUPPRESS)
+    parser.add_argument("--peer-tables", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--floor", type=Path, metavar="LANDING", help=argparse.SUPPRESS)
     parser.add_argument("--graph-shape", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--dagster-floor", type=Path, metavar="SHAPE_JSON", help=argparse.SUPPRESS)
@@ -501,7 +540,7 @@ def parse_args(argv=None):
 def main(argv=None) -> None:
     args = parse_args(argv)
     if args.peer:
-        print(json.dumps(peer(*args.peer)))
+        print(json.dumps(peer(*args.peer, tables=args.peer_tables)))
     elif args.floor:
         print(json.dumps(floor(args.floor)))
     elif args.graph_shape:

@@ -108,7 +108,9 @@ def run_core(landing: Path, warehouse: Path, near: bool = True, enrich: bool = T
         problems = integrity.cross_table_problems(tables)
         if problems:
             raise RuntimeError("; ".join(problems))
-        release = publish.publish(tables, lake.Lake.of(warehouse), f"bench-{uuid.uuid4().hex[:12]}")
+        # The staged files, as the warehouse asset hands them over (publish links them).
+        files = {name: staged / f"{name}.parquet" for name in tables}
+        release = publish.publish(files, lake.Lake.of(warehouse), f"bench-{uuid.uuid4().hex[:12]}")
     shutil.rmtree(staged, ignore_errors=True)
     # Resetting the high-water mark also resets what the parent reads from wait4, so the
     # whole run's peak is the highest stage peak (every stage function runs inside a stage).

@@ -2,7 +2,9 @@
 
 Each table's rows are written once, by Polars, as a zstd Parquet file under the lake's data path
 (``<data>/main/<table>/etl-<run>-<uuid>.parquet``) and registered in place with
-``ducklake_add_data_files``: nothing is copied. One DuckLake transaction then replaces every
+``ducklake_add_data_files``. A table handed over as a file (the run's stage writes zstd) is
+hard-linked there, not rewritten; only a file in another codec, or a data path on another device
+or in object storage, costs a copy. One DuckLake transaction then replaces every
 table's rows, rebuilds the search index and the views, and commits with a message naming the
 Dagster run: a reader sees the previous snapshot or this one, never half of each, and a run that
 fails or is killed before the commit leaves the previous snapshot current. Data files that no
@@ -16,6 +18,7 @@ removed. ``rollback`` makes an earlier snapshot's tables current again as a new 
 
 import json
 import os
+import shutil
 import time
 import uuid
 from collections.abc import Iterable, Mapping
@@ -77,10 +80,11 @@ def refuse_old_layout(warehouse: Path) -> None:
         )
 
 
-def publish(tables: Mapping[str, pl.DataFrame | pl.LazyFrame], target: Lake, run_id: str,
+def publish(tables: Mapping[str, pl.DataFrame | pl.LazyFrame | Path], target: Lake, run_id: str,
             retention: Retention | None = None) -> Published:
-    """Write ``tables`` as data files and make them, with the search index and views, the lake's
-    new snapshot in one commit. The caller holds the run lock (etl_project/run_lock.py)."""
+    """Write ``tables`` (frames, or Parquet files to take as they are) as data files and make
+    them, with the search index and views, the lake's new snapshot in one commit. The caller
+    holds the run lock (etl_project/run_lock.py)."""
     refuse_old_layout(target.warehouse)
     retention = retention or Retention.from_env()
     con = lake.attach(target, read_only=False, memory_limit=settings.duckdb_memory_limit())
@@ -90,7 +94,7 @@ def publish(tables: Mapping[str, pl.DataFrame | pl.LazyFrame], target: Lake, run
         notes = _delete_orphans(con)
         files = {}
         for name, frame in tables.items():
-            files[name] = _write_data_file(frame.lazy(), target.data_path, name, run_id)
+            files[name] = _write_data_file(con, frame, target.data_path, name, run_id)
             written.append(files[name][0])
         row_counts = {name: rows for name, (_, rows) in files.items()}
         sources = {name: files[name][0] for name in warehouse_sql.SEARCH.requires if name in files}
@@ -124,18 +128,37 @@ def _prepare(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(f"CALL {ALIAS}.set_option('parquet_compression', 'zstd')")
 
 
-def _write_data_file(frame: pl.LazyFrame, data_path: str, table: str, run_id: str) -> tuple[str, int]:
-    """One zstd Parquet file holding ``frame`` (streamed: a scan of the stage is never held whole),
-    at a name no other run or table uses. Returns its path and row count."""
+def _write_data_file(con: duckdb.DuckDBPyConnection, table_rows: pl.DataFrame | pl.LazyFrame | Path,
+                     data_path: str, table: str, run_id: str) -> tuple[str, int]:
+    """One zstd Parquet file holding ``table_rows``, at a name no other run or table uses: a zstd
+    Parquet file is hard-linked (or, across devices, copied), anything else is streamed through
+    Polars (a scan of the stage is never held whole). Returns its path and row count."""
     name = f"main/{table}/etl-{run_id}-{uuid.uuid4().hex}.parquet"
-    if "://" in data_path:  # object storage: Polars writes the URL itself
-        path = data_path + name
-    else:
-        path = str(Path(data_path) / name)
+    remote = "://" in data_path  # object storage: Polars writes the URL itself
+    path = data_path + name if remote else str(Path(data_path) / name)
+    if not remote:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-    frame.sink_parquet(path, compression="zstd", statistics=True)
+    if isinstance(table_rows, Path) and not remote and _is_zstd(con, table_rows):
+        _link_or_copy(table_rows, Path(path))
+    else:
+        frame = pl.scan_parquet(table_rows) if isinstance(table_rows, Path) else table_rows.lazy()
+        frame.sink_parquet(path, compression="zstd", statistics=True)
     rows = pl.scan_parquet(path).select(pl.len()).collect().item()
     return path, rows
+
+
+def _is_zstd(con: duckdb.DuckDBPyConnection, path: Path) -> bool:
+    """Whether every column chunk of the Parquet file is zstd (a stage of an older release was not)."""
+    codecs = con.execute("SELECT DISTINCT compression FROM parquet_metadata(?)", [str(path)]).fetchall()
+    return {codec for (codec,) in codecs} <= {"ZSTD"}
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    """A second name for ``source``'s bytes: later removing either name leaves the other whole."""
+    try:
+        os.link(source, target)
+    except OSError:  # another device, or a file system without hard links
+        shutil.copyfile(source, target)
 
 
 def _replace_rows(con: duckdb.DuckDBPyConnection, table: str, path: str, rows: int) -> None:

@@ -8,8 +8,9 @@
   what it produced itself (or, for an asset it does not produce, its latest materialization), so
   two runs taking turns step by step never read each other's half-finished work.
 Every write goes to a temporary name first and is renamed into place, so a reader (or a run
-killed mid-write) never sees half a file. The stage is private to the pipeline; analysts read
-the published warehouse.
+killed mid-write) never sees half a file. Files are zstd Parquet with statistics, what the lake
+keeps: publishing links a staged table into the lake's data path instead of writing it again.
+The stage is private to the pipeline; analysts read the published warehouse.
 """
 
 import functools
@@ -55,9 +56,9 @@ def write(frame: pl.DataFrame | pl.LazyFrame, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
     if isinstance(frame, pl.LazyFrame):
-        frame.sink_parquet(partial, compression="lz4")  # fast to write and read; never published
+        frame.sink_parquet(partial, compression="zstd", statistics=True)
     else:
-        frame.write_parquet(partial, compression="lz4")
+        frame.write_parquet(partial, compression="zstd", statistics=True)
     partial.replace(path)
 
 

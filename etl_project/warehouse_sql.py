@@ -133,7 +133,8 @@ def fts_index_statements(table: str, id_column: str, fields: tuple[str, ...], ro
         f"""INSERT INTO {fts}.dict
         SELECT w.termid, w.term, t.df
         FROM (SELECT DISTINCT termid, term FROM {words}) AS w
-        JOIN (SELECT termid, count(DISTINCT docid) AS df FROM {fts}.terms GROUP BY termid) AS t USING (termid)
+        JOIN (SELECT termid, count(*) AS df FROM (SELECT DISTINCT termid, docid FROM {fts}.terms) GROUP BY termid) AS t
+            USING (termid)  -- distinct pairs first: DuckDB's count(DISTINCT) per group is slower
         ORDER BY w.termid""",
         f"DELETE FROM {fts}.stats",  # the PRAGMA's, of the empty table
         f"INSERT INTO {fts}.stats SELECT COUNT(docs.docid), SUM(docs.len) / COUNT(docs.len) FROM {fts}.docs AS docs",

@@ -111,8 +111,8 @@ def test_failing_publish_commits_nothing_and_removes_the_files_it_wrote(tmp_path
     else:  # the second table's data file is not Parquet: registering it fails in the transaction
         real = publish._write_data_file
 
-        def write_garbage(frame, data_path, table, run_id):
-            path, count = real(frame, data_path, table, run_id)
+        def write_garbage(con, frame, data_path, table, run_id):
+            path, count = real(con, frame, data_path, table, run_id)
             if table == "source_files":
                 Path(path).write_bytes(b"not parquet at all" * 10)
             return path, count
@@ -155,6 +155,28 @@ def test_data_files_are_registered_in_place_and_zstd(tmp_path: Path):
         meta = pq.ParquetFile(path).metadata
         codecs = {meta.row_group(g).column(c).compression for g in range(meta.num_row_groups) for c in range(meta.num_columns)}
         assert codecs == {"ZSTD"}, (path, codecs)
+
+
+@pytest.mark.parametrize("codec", ["zstd", "lz4"])
+def test_a_staged_file_is_linked_into_the_lake_when_zstd_and_rewritten_otherwise(tmp_path: Path, codec: str):
+    wh, staged = tmp_path / "wh", tmp_path / "stage"
+    staged.mkdir()
+    files = {}
+    for name, frame in frames(3).items():
+        files[name] = staged / f"{name}.parquet"
+        frame.write_parquet(files[name], compression=codec)
+    published = publish.publish(files, lake.Lake.of(wh), "run-one", publish.Retention())
+    assert published.row_counts == {"papers": 3, "source_files": 1}
+    assert snapshot(wh) == rows(3)
+    for name, source in files.items():
+        (registered,) = [Path(p) for p in listed_files(wh) if f"/main/{name}/" in p]
+        # zstd: the same bytes under a second name (no rewrite); another codec: a zstd rewrite
+        assert registered.samefile(source) == (codec == "zstd")
+        meta = pq.ParquetFile(registered).metadata
+        assert {meta.row_group(0).column(c).compression for c in range(meta.num_columns)} == {"ZSTD"}
+    for source in files.values():  # the stage is pruned later: the lake's files stay whole
+        source.unlink()
+    assert snapshot(wh) == rows(3)
 
 
 def test_orphaned_files_are_deleted_by_the_next_publish_and_listed_files_stay(tmp_path: Path):

@@ -1,5 +1,7 @@
 """Assets: each one calls a stage function and describes its output for the UI."""
 
+from pathlib import Path
+
 import dagster as dg
 import polars as pl
 
@@ -175,19 +177,21 @@ def source_overlap(paper_occurrences: pl.LazyFrame) -> dg.Output[pl.DataFrame]:
     group_name="publish",
     kinds={"duckdb", "parquet"},
     owners=OWNERS,
-    ins={name: dg.AssetIn(name, dagster_type=pl.LazyFrame) for name in PUBLISHED_TABLES},
+    # The staged files themselves: publish links them into the lake's data path.
+    ins={name: dg.AssetIn(name, dagster_type=Path) for name in PUBLISHED_TABLES},
 )
-def warehouse(context: dg.AssetExecutionContext, etl: EtlSettings, **tables: pl.LazyFrame) -> dg.MaterializeResult:
+def warehouse(context: dg.AssetExecutionContext, etl: EtlSettings, **staged: Path) -> dg.MaterializeResult:
     """Publish every table into the DuckLake (warehouse/catalog.sqlite + warehouse/data/) as one
     snapshot whose commit message names this run: readers see the previous snapshot or this one.
     Runs only when no blocking check failed. Every table comes from this run's own stage;
     tables taken from earlier runs (a run of only some assets) must still line up, or nothing is
     published."""
+    tables = {name: pl.scan_parquet(path) for name, path in staged.items()}
     problems = integrity.cross_table_problems(tables)
     if problems:
         raise dg.Failure("not publishing inconsistent tables: " + "; ".join(problems))
     target = etl.lake
-    published = publish.publish(dict(tables), target, context.run_id)
+    published = publish.publish(staged, target, context.run_id)
     context.log.info(f"published snapshot {published.snapshot_id} of {target.catalog}")
     for note in published.notes:
         context.log.warning(note)

@@ -104,6 +104,8 @@ class StageIOManager(dg.ConfigurableIOManager):
         path = stage.existing(stage.run_path(self.etl.warehouse, run, asset) for run in runs if run)
         if path is None:
             raise FileNotFoundError(f"{asset!r} has no staged output in {self.etl.warehouse}: materialize it first")
+        if context.dagster_type.typing_type is Path:  # the file itself (what publish links)
+            return path
         if context.dagster_type.typing_type is pl.LazyFrame:
             return pl.scan_parquet(path)
         return pl.read_parquet(path)

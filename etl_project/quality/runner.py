@@ -143,6 +143,18 @@ def identity_code(column: str) -> pl.Expr:
     )
 
 
+def _as_wide_number(column: str, dtype: pl.DataType) -> pl.Expr:
+    """``column``, with any other integer type as Int64 and Float32 as Float64: GX's pandas
+    range rule is vectorized only for those two dtypes and calls a Python function per value for
+    the rest (UInt32 lengths and counts, as Polars makes them). Both casts are exact (UInt64 past
+    Int64's range is not: it stays as it is)."""
+    if dtype.is_integer() and dtype not in (pl.Int64, pl.UInt64):
+        return pl.col(column).cast(pl.Int64)
+    if dtype == pl.Float32:
+        return pl.col(column).cast(pl.Float64)
+    return pl.col(column)
+
+
 def gx_frame(suite: Suite, frame: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
     """The frame GX validates: the suite's columns, with every string column that only identity
     rules read recoded as integers (a column only checked for nulls keeps its row index).
@@ -151,8 +163,9 @@ def gx_frame(suite: Suite, frame: pl.DataFrame) -> tuple[pl.DataFrame, list[str]
     exprs, coded = [], []
     for column in columns:
         kinds = {r.expectation for r in suite.rules if column in r.columns()}
-        if frame.schema[column] not in (pl.String, pl.Binary) or not kinds <= IDENTITY_RULES:
-            exprs.append(pl.col(column))
+        dtype = frame.schema[column]
+        if dtype not in (pl.String, pl.Binary) or not kinds <= IDENTITY_RULES:
+            exprs.append(_as_wide_number(column, dtype))
             continue
         coded.append(column)
         if kinds <= _NULL_ONLY:
