@@ -74,6 +74,10 @@ def run_pipeline(seeds: Path | None, warehouse: Path | None, full: bool = False,
         # Without the project's settings the instance lacks its run queue and run monitoring.
         shutil.copyfile(settings.instance_settings(), home / "dagster.yaml")
 
+    from etl_project.quality import runner
+
+    runner.GxWorker.shared()  # imports Great Expectations in its own process while Dagster starts
+
     import dagster as dg
 
     from etl_project.definitions import ETL_JOB, defs

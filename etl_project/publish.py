@@ -28,6 +28,7 @@ from pathlib import Path
 
 import duckdb
 import polars as pl
+import pyarrow.parquet as pq
 
 from etl_project import contract, lake, settings, warehouse_sql
 from etl_project.lake import ALIAS, Lake, literal, quote
@@ -94,7 +95,7 @@ def publish(tables: Mapping[str, pl.DataFrame | pl.LazyFrame | Path], target: La
         notes = _delete_orphans(con)
         files = {}
         for name, frame in tables.items():
-            files[name] = _write_data_file(con, frame, target.data_path, name, run_id)
+            files[name] = _write_data_file(frame, target.data_path, name, run_id)
             written.append(files[name][0])
         row_counts = {name: rows for name, (_, rows) in files.items()}
         sources = {name: files[name][0] for name in warehouse_sql.SEARCH.requires if name in files}
@@ -128,7 +129,7 @@ def _prepare(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(f"CALL {ALIAS}.set_option('parquet_compression', 'zstd')")
 
 
-def _write_data_file(con: duckdb.DuckDBPyConnection, table_rows: pl.DataFrame | pl.LazyFrame | Path,
+def _write_data_file(table_rows: pl.DataFrame | pl.LazyFrame | Path,
                      data_path: str, table: str, run_id: str) -> tuple[str, int]:
     """One zstd Parquet file holding ``table_rows``, at a name no other run or table uses: a zstd
     Parquet file is hard-linked (or, across devices, copied), anything else is streamed through
@@ -138,7 +139,7 @@ def _write_data_file(con: duckdb.DuckDBPyConnection, table_rows: pl.DataFrame | 
     path = data_path + name if remote else str(Path(data_path) / name)
     if not remote:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(table_rows, Path) and not remote and _is_zstd(con, table_rows):
+    if isinstance(table_rows, Path) and not remote and _is_zstd(table_rows):
         _link_or_copy(table_rows, Path(path))
     else:
         frame = pl.scan_parquet(table_rows) if isinstance(table_rows, Path) else table_rows.lazy()
@@ -147,10 +148,12 @@ def _write_data_file(con: duckdb.DuckDBPyConnection, table_rows: pl.DataFrame | 
     return path, rows
 
 
-def _is_zstd(con: duckdb.DuckDBPyConnection, path: Path) -> bool:
-    """Whether every column chunk of the Parquet file is zstd (a stage of an older release was not)."""
-    codecs = con.execute("SELECT DISTINCT compression FROM parquet_metadata(?)", [str(path)]).fetchall()
-    return {codec for (codec,) in codecs} <= {"ZSTD"}
+def _is_zstd(path: Path) -> bool:
+    """Whether every column chunk of the Parquet file is zstd (a stage of an older release was not).
+    Reads the footer only."""
+    meta = pq.ParquetFile(path).metadata
+    return all(meta.row_group(g).column(c).compression == "ZSTD"
+               for g in range(meta.num_row_groups) for c in range(meta.num_columns))
 
 
 def _link_or_copy(source: Path, target: Path) -> None:

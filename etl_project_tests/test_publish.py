@@ -111,8 +111,8 @@ def test_failing_publish_commits_nothing_and_removes_the_files_it_wrote(tmp_path
     else:  # the second table's data file is not Parquet: registering it fails in the transaction
         real = publish._write_data_file
 
-        def write_garbage(con, frame, data_path, table, run_id):
-            path, count = real(con, frame, data_path, table, run_id)
+        def write_garbage(frame, data_path, table, run_id):
+            path, count = real(frame, data_path, table, run_id)
             if table == "source_files":
                 Path(path).write_bytes(b"not parquet at all" * 10)
             return path, count

@@ -5,6 +5,7 @@ import math
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import polars as pl
@@ -54,7 +55,7 @@ def plain_gx(suite: suites.Suite, frame: pl.DataFrame) -> list[runner.RuleResult
         result_format={"result_format": "SUMMARY", "partial_unexpected_count": runner.SAMPLE_SIZE},
     )
     by_index = {r.expectation_config.meta["rule_index"]: r for r in outcome.results}
-    return [runner._rule_result(rule, by_index[i], lambda _, v: v) for i, rule in enumerate(suite.rules)]
+    return [runner._rule_result(rule, runner._outcome(by_index[i]), lambda _, v: v) for i, rule in enumerate(suite.rules)]
 
 
 def comparable(result: runner.RuleResult) -> tuple:
@@ -92,6 +93,47 @@ def test_every_suite_gives_the_verdicts_gx_gives_on_the_plain_frame(seed_frames,
     assert [comparable(r) for r in result.results] == [comparable(r) for r in plain_gx(suite, bad)]
     if runner.gx_frame(suite, bad)[1]:  # a recoded column: it has identity rules, now broken
         assert not result.passed
+
+
+def test_the_worker_process_gives_the_in_process_results_and_pages(seed_frames, tmp_path: Path):
+    """What a Dagster run's checks get from GxWorker is what run_suite gives in process: every
+    verdict, count and decoded sample, on good and broken frames, and a Data Docs page."""
+    worker = runner.GxWorker.shared()
+    for name, (suite, frame) in seed_frames.items():
+        for case in (frame, broken(suite, frame)):
+            here, there = runner.run_suite(suite, case), runner.run_suite(suite, case, tmp_path / "docs", worker)
+            assert [comparable(r) for r in there.results] == [comparable(r) for r in here.results], name
+            assert (there.row_count, there.passed) == (here.row_count, here.passed)
+            assert Path(runner._file_path(there.docs_page)).is_file()
+    assert runner.GxWorker.shared() is worker  # one per process
+
+
+WORKER_PID_SCRIPT = """
+import sys
+from etl_project.quality import runner
+print(runner.GxWorker.shared().pid, flush=True)
+sys.stdin.read()  # until killed
+"""
+
+
+def test_the_worker_exits_when_its_process_is_killed():
+    """SIGKILL leaves no atexit to run: the worker notices its parent is gone and exits."""
+    parent = subprocess.Popen([sys.executable, "-c", WORKER_PID_SCRIPT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(parent.stdout.readline())
+        assert Path(f"/proc/{pid}").exists()  # alive
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:  # gone, or a zombie its new parent has not reaped yet
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return
+        except (FileNotFoundError, ProcessLookupError):
+            return
+        time.sleep(0.2)
+    pytest.fail(f"the worker {pid} outlived its parent")
 
 
 def test_the_landing_suites_recode_their_long_strings(seed_frames):

@@ -15,9 +15,9 @@ import polars as pl
 
 from etl_project import dedup
 from etl_project.defs.metadata import non_empty, row_count, table_value
-from etl_project.defs.resources import EtlSettings
+from etl_project.defs.resources import EtlSettings, GxValidation
 from etl_project.quality import suites
-from etl_project.quality.runner import SuiteResult, run_suite
+from etl_project.quality.runner import SuiteResult
 
 
 # Data Docs of this many runs are kept (each run's site is its own folder; check links stay valid).
@@ -117,44 +117,44 @@ def _local_path(url: str) -> str:
     asset="source_files", blocking=True,
     additional_ins={"raw_records": dg.AssetIn("raw_records"), "rejected_records": dg.AssetIn("rejected_records")},
 )
-def source_files_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, source_files: pl.LazyFrame, raw_records: pl.LazyFrame, rejected_records: pl.LazyFrame):
+def source_files_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, gx: GxValidation, source_files: pl.LazyFrame, raw_records: pl.LazyFrame, rejected_records: pl.LazyFrame):
     """Files unique, statuses valid, rejected files say why, and no character lost: each file's
     decoded text is fully accounted for by its title, raw records and rejected records."""
-    return check_result(run_suite(suites.SOURCE_FILES, suites.source_files_frame(source_files, raw_records, rejected_records), docs_dir(etl, context)))
+    return check_result(gx.run_suite(suites.SOURCE_FILES, suites.source_files_frame(source_files, raw_records, rejected_records), docs_dir(etl, context)))
 
 
 @dg.asset_check(asset="raw_records", blocking=True)
-def raw_records_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, raw_records: pl.LazyFrame):
+def raw_records_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, gx: GxValidation, raw_records: pl.LazyFrame):
     """record_id unique and not null, ordinals unique per file and >= 1, line spans ordered."""
-    return check_result(run_suite(suites.RAW_RECORDS, suites.raw_records_frame(raw_records), docs_dir(etl, context)))
+    return check_result(gx.run_suite(suites.RAW_RECORDS, suites.raw_records_frame(raw_records), docs_dir(etl, context)))
 
 
 @dg.asset_check(asset="records", blocking=True, additional_ins={"raw_records": dg.AssetIn("raw_records")})
-def records_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, records: pl.LazyFrame, raw_records: pl.LazyFrame):
+def records_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, gx: GxValidation, records: pl.LazyFrame, raw_records: pl.LazyFrame):
     """One normalized record per raw record, each with a non-empty text and dedup key."""
-    return check_result(run_suite(suites.records_suite(row_count(raw_records)), suites.records_frame(records), docs_dir(etl, context)))
+    return check_result(gx.run_suite(suites.records_suite(row_count(raw_records)), suites.records_frame(records), docs_dir(etl, context)))
 
 
 @dg.asset_check(asset="papers", blocking=True)
-def papers_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, papers: pl.LazyFrame):
+def papers_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, gx: GxValidation, papers: pl.LazyFrame):
     """paper_id unique, well-formed, one per key; counts consistent; abstract size sane (mostly)."""
-    return check_result(run_suite(suites.PAPERS, suites.papers_frame(papers), docs_dir(etl, context)))
+    return check_result(gx.run_suite(suites.PAPERS, suites.papers_frame(papers), docs_dir(etl, context)))
 
 
 @dg.asset_check(
     asset="paper_occurrences", blocking=True,
     additional_ins={"raw_records": dg.AssetIn("raw_records"), "papers": dg.AssetIn("papers")},
 )
-def paper_occurrences_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, paper_occurrences: pl.LazyFrame, raw_records: pl.LazyFrame, papers: pl.LazyFrame):
+def paper_occurrences_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, gx: GxValidation, paper_occurrences: pl.LazyFrame, raw_records: pl.LazyFrame, papers: pl.LazyFrame):
     """Every raw record maps to exactly one existing paper; one canonical occurrence per paper."""
     frame = suites.paper_occurrences_frame(paper_occurrences, raw_records, papers)
-    return check_result(run_suite(suites.PAPER_OCCURRENCES, frame, docs_dir(etl, context)))
+    return check_result(gx.run_suite(suites.PAPER_OCCURRENCES, frame, docs_dir(etl, context)))
 
 
 @dg.asset_check(asset="source_overlap", blocking=True)
-def source_overlap_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, source_overlap: pl.LazyFrame):
+def source_overlap_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, gx: GxValidation, source_overlap: pl.LazyFrame):
     """File pairs unique and ordered, shared counts positive, Jaccard within [0, 1]."""
-    return check_result(run_suite(suites.SOURCE_OVERLAP, source_overlap, docs_dir(etl, context)))
+    return check_result(gx.run_suite(suites.SOURCE_OVERLAP, source_overlap, docs_dir(etl, context)))
 
 
 # A near cluster holding more distinct texts than this is more likely boilerplate or a template

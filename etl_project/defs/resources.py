@@ -1,5 +1,5 @@
-"""Resources: the folders and limits of a run, the lock that makes runs take turns, and the stage
-that keeps frames between steps."""
+"""Resources: the folders and limits of a run, the lock that makes runs take turns, the process
+that runs Great Expectations, and the stage that keeps frames between steps."""
 
 import contextlib
 import os
@@ -12,6 +12,8 @@ import polars as pl
 from etl_project import ingest, run_lock, settings, stage
 from etl_project.lake import Lake
 from etl_project.near_dedup import NearConfig
+from etl_project.quality import runner
+from etl_project.quality.suites import Suite
 
 SETTLE_ENV = "ETL_SENSOR_SETTLE_SECONDS"
 
@@ -73,6 +75,18 @@ class WarehouseLock(dg.ConfigurableResource):
             yield self
 
 
+class GxValidation(dg.ConfigurableResource):
+    """Where the suite checks run Great Expectations: this process's GxWorker
+    (etl_project/quality/runner.py), started when the run initializes its resources, so GX's
+    import (seconds) overlaps the steps before the first check instead of delaying it."""
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        runner.GxWorker.shared()
+
+    def run_suite(self, suite: Suite, frame: pl.DataFrame | pl.LazyFrame, docs_dir: Path) -> runner.SuiteResult:
+        return runner.run_suite(suite, frame, docs_dir, runner.GxWorker.shared())
+
+
 class StageIOManager(dg.ConfigurableIOManager):
     """Keeps each asset's value in the stage (see etl_project.stage). The per-file asset writes
     its partitions itself, batch by batch (it returns None); downstream, it loads as
@@ -121,4 +135,4 @@ def _producing_run(context: dg.InputContext) -> str | None:
 def build_resources(seeds_dir: str = "", warehouse_dir: str = "") -> dict:
     etl = EtlSettings(seeds_dir=seeds_dir, warehouse_dir=warehouse_dir)
     # The lock is the IO manager's only (not a resource key of its own), so a run initializes it once.
-    return {"etl": etl, "io_manager": StageIOManager(etl=etl, lock=WarehouseLock(etl=etl))}
+    return {"etl": etl, "gx": GxValidation(), "io_manager": StageIOManager(etl=etl, lock=WarehouseLock(etl=etl))}

@@ -2,7 +2,8 @@
 
 GX costs seconds to import, so it is imported on first use, and one ephemeral context serves the
 whole process; each suite's validation definition is registered once and reused while the suite
-is unchanged.
+is unchanged. A Dagster run validates in a GxWorker process instead, started with the run, so
+that import overlaps the run's first steps.
 
 GX validates pandas, so the frame is cut down at the boundary to what the rules need (see
 ``gx_frame``): only the columns a suite reads, and a string column that only identity rules read
@@ -18,11 +19,14 @@ load their scripts and styles from CDNs; the site gets copies of those files
 so the Data Docs work without internet.
 """
 
+import atexit
 import functools
 import math
 import os
 import re
 import shutil
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -175,25 +179,102 @@ def gx_frame(suite: Suite, frame: pl.DataFrame) -> tuple[pl.DataFrame, list[str]
     return frame.lazy().with_row_index(_ROW).select(exprs).collect(), coded
 
 
-def run_suite(suite: Suite, frame: pl.DataFrame | pl.LazyFrame, docs_dir: Path | None = None) -> SuiteResult:
+def run_suite(suite: Suite, frame: pl.DataFrame | pl.LazyFrame, docs_dir: Path | None = None,
+              worker: "GxWorker | None" = None) -> SuiteResult:
     """Validate ``frame`` against ``suite`` with GX; with ``docs_dir``, also render the result's
     Data Docs page and the site index there. A LazyFrame is collected with only the suite's
-    columns, so a check over a scan of a big table never loads the columns it does not read."""
+    columns, so a check over a scan of a big table never loads the columns it does not read.
+    With ``worker``, GX runs in that process (see GxWorker); else in this one."""
     if isinstance(frame, pl.LazyFrame):
         frame = frame.select(suite.columns() or pl.first()).collect()
-    validation = _validation(suite)
     narrow, coded = gx_frame(suite, frame)
-    outcome = validation.run(
+    validate = worker.validate if worker else validate_narrow
+    outcomes, page, index = validate(suite, narrow, docs_dir)
+    decode = functools.partial(_decode, {c: frame[c] for c in coded})
+    results = [_rule_result(rule, outcomes[i], decode) for i, rule in enumerate(suite.rules)]
+    return SuiteResult(suite, frame.height, results, page, index)
+
+
+def validate_narrow(suite: Suite, narrow: pl.DataFrame, docs_dir: Path | None) -> tuple[list[dict], str | None, str | None]:
+    """GX's part of run_suite, on the frame gx_frame made: each rule's outcome as a plain dict
+    (in the suite's order), and the Data Docs page and index when ``docs_dir`` is given."""
+    outcome = _validation(suite).run(
         batch_parameters={"dataframe": narrow.to_pandas()},
         result_format={"result_format": "SUMMARY", "partial_unexpected_count": SAMPLE_SIZE},
     )
-    decode = functools.partial(_decode, {c: frame[c] for c in coded})
     by_index = {r.expectation_config.meta["rule_index"]: r for r in outcome.results}
-    results = [_rule_result(rule, by_index[i], decode) for i, rule in enumerate(suite.rules)]
+    outcomes = [_outcome(by_index[i]) for i in range(len(suite.rules))]
     if docs_dir is None:
-        return SuiteResult(suite, frame.height, results)
-    page, index = _render_docs(docs_dir, suite.name)
-    return SuiteResult(suite, frame.height, results, page, index)
+        return outcomes, None, None
+    return (outcomes, *_render_docs(docs_dir, suite.name))
+
+
+class GxWorker:
+    """Great Expectations in a process of its own, for the checks of a Dagster run.
+
+    Importing GX costs about 3 s of one core, and the first check of a run would wait for it. A
+    worker started when the run starts (or, for ``etl-project run``, when the command starts)
+    imports GX while this process parses the landing files; the checks then hand it the narrow
+    frame gx_frame made (pickled: a few integer columns) and get plain outcomes back. One worker
+    serves the whole process (``shared``), as one GX context does in process; it exits with this
+    process, even one that is killed (it watches its parent)."""
+
+    def __init__(self):
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        # spawn, not fork: this process runs Polars', DuckDB's and Dagster's threads.
+        self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                                         initializer=_worker_start, initargs=(os.getpid(),))
+        self._ready = self._pool.submit(_gx_ready)  # the process starts, and imports GX, now
+
+    def validate(self, suite: Suite, narrow: pl.DataFrame, docs_dir: Path | None):
+        from concurrent.futures.process import BrokenProcessPool
+
+        try:
+            return self._pool.submit(validate_narrow, suite, narrow, docs_dir).result()
+        except BrokenProcessPool as exc:
+            raise RuntimeError("the Great Expectations worker process died (out of memory?); "
+                               "the next run starts a new one") from exc
+
+    @property
+    def pid(self) -> int:
+        """The worker process's id, once it has imported GX."""
+        return self._ready.result()
+
+    @property
+    def broken(self) -> bool:
+        return bool(getattr(self._pool, "_broken", False))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    @classmethod
+    def shared(cls) -> "GxWorker":
+        """This process's worker, started on first use (again if it died)."""
+        global _shared
+        if _shared is None or _shared.broken:
+            _shared = cls()
+            atexit.register(_shared.close)
+        return _shared
+
+
+_shared: GxWorker | None = None
+
+
+def _worker_start(parent: int) -> None:
+    """In the worker: exit as soon as the process that started it is gone."""
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="watch-parent", daemon=True).start()
+
+
+def _gx_ready() -> int:
+    _gx()
+    return os.getpid()
 
 
 @functools.cache
@@ -302,20 +383,24 @@ def _file_path(url: str) -> Path:
     return Path(unquote(urlparse(url).path))
 
 
-def _rule_result(rule: Rule, result, decode) -> RuleResult:
+def _outcome(result) -> dict:
+    """What RuleResult keeps of one GX expectation result, as plain values (it crosses processes)."""
     details = result.result or {}
     raised = result.exception_info.get("raised_exception") if result.exception_info else False
-    samples = details.get("partial_unexpected_list", [])[:SAMPLE_SIZE]
-    return RuleResult(
-        rule=rule,
-        success=bool(result.success),
-        element_count=details.get("element_count"),
-        unexpected_count=details.get("unexpected_count"),
-        unexpected_percent=details.get("unexpected_percent"),
-        observed_value=details.get("observed_value"),
-        samples=[_plain(decode(rule, v)) for v in samples],
-        exception=result.exception_info.get("exception_message") if raised else None,
-    )
+    return {
+        "success": bool(result.success),
+        "element_count": details.get("element_count"),
+        "unexpected_count": details.get("unexpected_count"),
+        "unexpected_percent": details.get("unexpected_percent"),
+        "observed_value": details.get("observed_value"),
+        "samples": [_plain(v) for v in details.get("partial_unexpected_list", [])[:SAMPLE_SIZE]],
+        "exception": result.exception_info.get("exception_message") if raised else None,
+    }
+
+
+def _rule_result(rule: Rule, outcome: dict, decode) -> RuleResult:
+    samples = outcome["samples"]
+    return RuleResult(rule=rule, **{**outcome, "samples": [_plain(decode(rule, v)) for v in samples]})
 
 
 def _decode(originals: dict[str, pl.Series], rule: Rule, value):
