@@ -399,8 +399,8 @@ def _outcome(result) -> dict:
 
 
 def _rule_result(rule: Rule, outcome: dict, decode) -> RuleResult:
-    samples = outcome["samples"]
-    return RuleResult(rule=rule, **{**outcome, "samples": [_plain(decode(rule, v)) for v in samples]})
+    # The samples are plain already (_outcome); decoding takes codes back to Python values.
+    return RuleResult(rule=rule, **(outcome | {"samples": [decode(rule, v) for v in outcome["samples"]]}))
 
 
 def _decode(originals: dict[str, pl.Series], rule: Rule, value):
