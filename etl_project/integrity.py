@@ -36,8 +36,10 @@ def cross_table_problems(tables: Mapping[str, pl.DataFrame | pl.LazyFrame]) -> l
 
 
 def _differ(a: pl.Series, b: pl.Series) -> bool:
-    left, right = a.unique().to_frame("id"), b.unique().to_frame("id")
-    return left.height != right.height or left.join(right, on="id", how="anti").height > 0
+    """Whether the two hold different sets of ids: an anti join each way (no de-duplication
+    first, which costs more than the joins)."""
+    left, right = a.to_frame("id"), b.to_frame("id")
+    return any(x.join(y, on="id", how="anti").height for x, y in ((left, right), (right, left)))
 
 
 def _sample(names: pl.Series, limit: int = 3) -> str:

@@ -1,0 +1,49 @@
+"""The publish-time cross-table guard finds every kind of mismatch, and nothing in tables that agree."""
+
+import polars as pl
+import pytest
+
+from etl_project.integrity import cross_table_problems
+
+
+def consistent() -> dict[str, pl.DataFrame]:
+    record_ids = ["a.txt:1", "a.txt:2", "b.txt:1"]
+    return {
+        "source_files": pl.DataFrame({"source_file": ["a.txt", "b.txt"], "record_count": [2, 1]}),
+        "raw_records": pl.DataFrame({"source_file": ["a.txt", "a.txt", "b.txt"], "record_id": record_ids}),
+        "records": pl.DataFrame({"record_id": record_ids}),
+        "paper_occurrences": pl.DataFrame({"record_id": record_ids, "paper_id": ["p1", "p1", "p2"]}),
+        "papers": pl.DataFrame({"paper_id": ["p1", "p2"]}),
+    }
+
+
+def test_tables_that_agree_have_no_problems():
+    assert cross_table_problems(consistent()) == []
+    assert cross_table_problems({name: frame.lazy() for name, frame in consistent().items()}) == []
+
+
+@pytest.mark.parametrize(
+    ("table", "frame", "expected"),
+    [
+        ("records", {"record_id": ["a.txt:1", "a.txt:2", "b.txt:9"]}, "records does not hold exactly"),
+        # as many ids as raw_records, fewer distinct ones
+        ("records", {"record_id": ["a.txt:1", "a.txt:1", "a.txt:2"]}, "records does not hold exactly"),
+        (
+            "paper_occurrences",
+            {"record_id": ["a.txt:1", "a.txt:2", "c.txt:1"], "paper_id": ["p1", "p1", "p2"]},
+            "paper_occurrences does not hold exactly",
+        ),
+        ("papers", {"paper_id": ["p1", "p3"]}, "paper_occurrences and papers disagree"),
+        ("papers", {"paper_id": ["p1", "p2", "p3"]}, "paper_occurrences and papers disagree"),
+    ],
+)
+def test_each_id_mismatch_is_found(table, frame, expected):
+    tables = consistent() | {table: pl.DataFrame(frame)}
+    problems = cross_table_problems(tables)
+    assert len(problems) == 1 and problems[0].startswith(expected), problems
+
+
+def test_a_file_whose_record_count_is_off_is_named():
+    tables = consistent()
+    tables["source_files"] = tables["source_files"].with_columns(record_count=pl.Series([2, 5]))
+    assert cross_table_problems(tables) == ["raw_records disagree with source_files for 'b.txt'"]
