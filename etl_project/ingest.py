@@ -268,9 +268,10 @@ WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0
 
 
 def count_non_whitespace(text: str) -> int:
-    """What non_whitespace_chars counts, for one Python string (a scan per whitespace character
-    the string's width can hold; faster than building a Polars frame of one row)."""
-    return len(text) - sum(text.count(char) for char in WHITE_SPACE)
+    """What non_whitespace_chars counts, for one Python string: a count per whitespace character
+    the text holds (``in`` is a memchr-fast search, so absent ones cost little; faster than a
+    Polars frame of one row)."""
+    return len(text) - sum(text.count(char) for char in WHITE_SPACE if char in text)
 
 
 def read_landing_file(path: Path, root: Path, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> LandedFile:

@@ -98,14 +98,29 @@ def test_every_suite_gives_the_verdicts_gx_gives_on_the_plain_frame(seed_frames,
 def test_the_worker_process_gives_the_in_process_results_and_pages(seed_frames, tmp_path: Path):
     """What a Dagster run's checks get from GxWorker is what run_suite gives in process: every
     verdict, count and decoded sample, on good and broken frames, and a Data Docs page."""
-    worker = runner.GxWorker.shared()
+    worker, pages = runner.GxWorker.shared(), []
     for name, (suite, frame) in seed_frames.items():
         for case in (frame, broken(suite, frame)):
             here, there = runner.run_suite(suite, case), runner.run_suite(suite, case, tmp_path / "docs", worker)
             assert [comparable(r) for r in there.results] == [comparable(r) for r in here.results], name
             assert (there.row_count, there.passed) == (here.row_count, here.passed)
-            assert Path(runner._file_path(there.docs_page)).is_file()
+            pages.append(Path(runner._file_path(there.docs_page)))
+    assert worker.flush_docs() == []  # the worker renders the pages after answering
+    assert all(page.is_file() and "cdn." not in page.read_text() for page in pages)
+    index = (tmp_path / "docs" / "index.html").read_text()
+    assert all(page.name in index for page in pages)  # the index written after the last page lists all
     assert runner.GxWorker.shared() is worker  # one per process
+
+
+def test_a_data_docs_page_that_cannot_be_rendered_is_reported_by_the_next_flush(seed_frames, tmp_path: Path):
+    """The worker's docs thread keeps going after a failed page and the flush says which one, once."""
+    suite, frame = seed_frames["records"]
+    runner.run_suite(suite, frame)  # GX's context, in this process as in a worker
+    runner._docs_thread()
+    runner._docs_queue.put(runner._DocsPage(tmp_path / "docs", "no_such_suite", None, "file:///nowhere", "file:///nowhere"))
+    errors = runner._docs_written()
+    assert len(errors) == 1 and errors[0].startswith("no_such_suite: "), errors
+    assert runner._docs_written() == []
 
 
 WORKER_PID_SCRIPT = """
@@ -181,7 +196,7 @@ def test_identity_codes_are_exact(values):
 
 def test_changed_rules_are_validated_as_changed(seed_frames):
     """Validation definitions are reused per suite name only while the rules stay the same."""
-    suite, frame = seed_frames["records"]
+    _, frame = seed_frames["records"]
     assert runner.run_suite(suites.records_suite(frame.height), frame).passed
     result = runner.run_suite(suites.records_suite(frame.height + 1), frame)
     assert [r.rule.expectation for r in result.failed] == ["ExpectTableRowCountToEqual"]

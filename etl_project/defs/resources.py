@@ -78,10 +78,16 @@ class WarehouseLock(dg.ConfigurableResource):
 class GxValidation(dg.ConfigurableResource):
     """Where the suite checks run Great Expectations: this process's GxWorker
     (etl_project/quality/runner.py), started when the run initializes its resources, so GX's
-    import (seconds) overlaps the steps before the first check instead of delaying it."""
+    import (seconds) overlaps the steps before the first check instead of delaying it. The
+    worker renders the Data Docs pages while the run goes on; the run ends once they are written."""
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         runner.GxWorker.shared()
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        log = context.log or dg.get_dagster_logger()
+        for failure in runner.GxWorker.flush_shared():  # the checks' verdicts stand either way
+            log.error(f"Data Docs pages could not be written ({failure}); the checks' results stand")
 
     def run_suite(self, suite: Suite, frame: pl.DataFrame | pl.LazyFrame, docs_dir: Path) -> runner.SuiteResult:
         return runner.run_suite(suite, frame, docs_dir, runner.GxWorker.shared())
@@ -111,11 +117,14 @@ class StageIOManager(dg.ConfigurableIOManager):
             if not keys:
                 return {table: frame.lazy() for table, frame in ingest.file_tables([]).items()}
             return stage.scan_partitions(self.etl.warehouse, asset, keys)
-        # What this run produced, else the asset's latest materialization (from another run).
-        runs = [_producing_run(context)]
-        latest = context.instance.get_latest_materialization_event(context.asset_key)
-        runs.append(latest.run_id if latest else None)
-        path = stage.existing(stage.run_path(self.etl.warehouse, run, asset) for run in runs if run)
+        # What this run produced, else the asset's latest materialization (from another run):
+        # the instance is asked only then (a query of its event log per input adds up).
+        def runs():
+            yield _producing_run(context)
+            latest = context.instance.get_latest_materialization_event(context.asset_key)
+            yield latest.run_id if latest else None
+
+        path = stage.existing(stage.run_path(self.etl.warehouse, run, asset) for run in runs() if run)
         if path is None:
             raise FileNotFoundError(f"{asset!r} has no staged output in {self.etl.warehouse}: materialize it first")
         if context.dagster_type.typing_type is Path:  # the file itself (what publish links)

@@ -23,6 +23,7 @@ import atexit
 import functools
 import math
 import os
+import queue
 import re
 import shutil
 import threading
@@ -206,7 +207,9 @@ def validate_narrow(suite: Suite, narrow: pl.DataFrame, docs_dir: Path | None) -
     outcomes = [_outcome(by_index[i]) for i in range(len(suite.rules))]
     if docs_dir is None:
         return outcomes, None, None
-    return (outcomes, *_render_docs(docs_dir, suite.name))
+    page = _DocsPage.newest(docs_dir, suite.name)
+    page.render()
+    return outcomes, page.url, page.index_url
 
 
 class GxWorker:
@@ -215,9 +218,11 @@ class GxWorker:
     Importing GX costs about 3 s of one core, and the first check of a run would wait for it. A
     worker started when the run starts (or, for ``etl-project run``, when the command starts)
     imports GX while this process parses the landing files; the checks then hand it the narrow
-    frame gx_frame made (pickled: a few integer columns) and get plain outcomes back. One worker
-    serves the whole process (``shared``), as one GX context does in process; it exits with this
-    process, even one that is killed (it watches its parent)."""
+    frame gx_frame made (pickled: a few integer columns) and get plain outcomes back, with the
+    URL of the validation's Data Docs page: the worker renders the page after answering, while
+    the run goes on (``flush_docs`` waits for the pages). One worker serves the whole process
+    (``shared``), as one GX context does in process; it exits with this process, even one that
+    is killed (it watches its parent)."""
 
     def __init__(self):
         import multiprocessing
@@ -232,10 +237,24 @@ class GxWorker:
         from concurrent.futures.process import BrokenProcessPool
 
         try:
-            return self._pool.submit(validate_narrow, suite, narrow, docs_dir).result()
+            return self._pool.submit(_validate_deferring_docs, suite, narrow, docs_dir).result()
         except BrokenProcessPool as exc:
             raise RuntimeError("the Great Expectations worker process died (out of memory?); "
                                "the next run starts a new one") from exc
+
+    def flush_docs(self) -> list[str]:
+        """Wait until every Data Docs page asked for so far is written; returns why any could not be."""
+        from concurrent.futures.process import BrokenProcessPool
+
+        try:
+            return self._pool.submit(_docs_written).result()
+        except BrokenProcessPool:
+            return ["the Great Expectations worker process died before writing them"]
+
+    @classmethod
+    def flush_shared(cls) -> list[str]:
+        """flush_docs of this process's worker, if it has one (never starts one)."""
+        return _shared.flush_docs() if _shared is not None else []
 
     @property
     def pid(self) -> int:
@@ -277,6 +296,59 @@ def _gx_ready() -> int:
     return os.getpid()
 
 
+# In the worker: GX's context serves one thread at a time (validations, and the docs thread's
+# renders); the pages still to render; why pages could not be rendered since the last flush.
+_GX_LOCK = threading.Lock()
+_docs_queue: "queue.Queue[_DocsPage]" = queue.Queue()
+_docs_errors: list[str] = []
+
+
+def _validate_deferring_docs(suite: Suite, narrow: pl.DataFrame, docs_dir: Path | None):
+    """validate_narrow in the worker, answering as soon as the validation is done: the page (and
+    the site's index) is left to the docs thread, which renders between and after validations."""
+    with _GX_LOCK:
+        outcomes, _, _ = validate_narrow(suite, narrow, None)
+        if docs_dir is None:
+            return outcomes, None, None
+        page = _DocsPage.newest(docs_dir, suite.name)
+    _docs_thread()
+    _docs_queue.put(page)
+    return outcomes, page.url, page.index_url
+
+
+@functools.cache
+def _docs_thread() -> threading.Thread:
+    thread = threading.Thread(target=_render_queued, name="data-docs", daemon=True)
+    thread.start()
+    return thread
+
+
+def _render_queued() -> None:
+    stale_indexes: set[Path] = set()
+    while True:
+        page = _docs_queue.get()
+        try:
+            with _GX_LOCK:
+                page.render(index=False)
+            stale_indexes.add(page.docs_dir)
+            if _docs_queue.empty():  # the index once per burst of pages, not once per page
+                with _GX_LOCK:
+                    for docs_dir in stale_indexes:
+                        _DocsPage.render_index(docs_dir)
+                stale_indexes.clear()
+        except Exception as exc:  # noqa: BLE001 (any failure: reported by the next flush; the verdict stands)
+            _docs_errors.append(f"{page.suite_name}: {type(exc).__name__}: {exc}")
+        finally:
+            _docs_queue.task_done()
+
+
+def _docs_written() -> list[str]:
+    _docs_queue.join()
+    errors = list(_docs_errors)
+    _docs_errors.clear()
+    return errors
+
+
 @functools.cache
 def _site_builder(docs_dir: Path):
     """The Data Docs site builder writing into ``docs_dir``, with the site's static assets (one
@@ -296,28 +368,50 @@ def _site_builder(docs_dir: Path):
     return site
 
 
-def _render_docs(docs_dir: Path, suite_name: str) -> tuple[str | None, str | None]:
-    """Render the newest validation of ``suite_name`` and the suite's page (which the index and
-    the validation page link), then the index, into the site; point them at the site's copies of
-    their scripts and styles.
+@dataclass(frozen=True)
+class _DocsPage:
+    """The Data Docs page of one validation of a suite, in the site at ``docs_dir``."""
 
-    What ``SiteBuilder.build`` does for one validation, less copying the static assets again
-    (about half its time on small tables) and less the profiling section."""
-    from great_expectations.data_context.types.resource_identifiers import ExpectationSuiteIdentifier
+    docs_dir: Path
+    suite_name: str
+    key: object  # GX's ValidationResultIdentifier
+    url: str
+    index_url: str
 
-    _, context, _ = _gx()
-    site = _site_builder(docs_dir.resolve())
-    ours = [key for key in context.validation_results_store.list_keys()
-            if key.expectation_suite_identifier.name == suite_name]
-    newest = max(ours, key=lambda key: key.run_id.run_time)
-    suite_key = ExpectationSuiteIdentifier(name=suite_name)
-    site.site_section_builders["validations"].build(resource_identifiers=[newest])
-    site.site_section_builders["expectations"].build(resource_identifiers=[suite_key])
-    site.site_index_builder.build()
-    page, index = site.get_resource_url(resource_identifier=newest), site.get_resource_url(only_if_exists=False)
-    for url in (page, site.get_resource_url(resource_identifier=suite_key), index):
-        offline_page(_file_path(url), docs_dir.resolve())
-    return page, index
+    @classmethod
+    def newest(cls, docs_dir: Path, suite_name: str) -> "_DocsPage":
+        """The page of ``suite_name``'s newest validation (its URL is known before it is written)."""
+        _, context, _ = _gx()
+        site = _site_builder(docs_dir.resolve())
+        ours = [key for key in context.validation_results_store.list_keys()
+                if key.expectation_suite_identifier.name == suite_name]
+        newest = max(ours, key=lambda key: key.run_id.run_time)
+        return cls(docs_dir, suite_name, newest, site.get_resource_url(resource_identifier=newest, only_if_exists=False),
+                   site.get_resource_url(only_if_exists=False))
+
+    def render(self, index: bool = True) -> None:
+        """Render the validation's page and the suite's page (which the index and the validation
+        page link), then, with ``index``, the site's index; point them at the site's copies of
+        their scripts and styles.
+
+        What ``SiteBuilder.build`` does for one validation, less copying the static assets again
+        (about half its time on small tables) and less the profiling section."""
+        from great_expectations.data_context.types.resource_identifiers import ExpectationSuiteIdentifier
+
+        site = _site_builder(self.docs_dir.resolve())
+        suite_key = ExpectationSuiteIdentifier(name=self.suite_name)
+        site.site_section_builders["validations"].build(resource_identifiers=[self.key])
+        site.site_section_builders["expectations"].build(resource_identifiers=[suite_key])
+        for url in (self.url, site.get_resource_url(resource_identifier=suite_key)):
+            offline_page(_file_path(url), self.docs_dir.resolve())
+        if index:
+            self.render_index(self.docs_dir)
+
+    @staticmethod
+    def render_index(docs_dir: Path) -> None:
+        site = _site_builder(docs_dir.resolve())
+        site.site_index_builder.build()
+        offline_page(_file_path(site.get_resource_url(only_if_exists=False)), docs_dir.resolve())
 
 
 # Where the site keeps the copies of what GX's pages load from CDNs, and the copies in the package.

@@ -170,12 +170,19 @@ PAPER_OCCURRENCES = Suite("paper_occurrences", (
 
 def paper_occurrences_frame(occurrences: Frame, raw_records: Frame, papers: Frame) -> Frame:
     """One row per raw record (plus any occurrence whose record is unknown)."""
-    per_record = occurrences.group_by("record_id").agg(
+    # A record normally has one occurrence: only repeated record_ids are grouped (grouping all
+    # of them by their text was most of this suite's time).
+    occurrences = occurrences.with_columns(_repeated=pl.col("record_id").is_duplicated())
+    once = occurrences.filter(~pl.col("_repeated")).select(
+        "record_id", pl.lit(1, pl.UInt32).alias("papers_per_record"), "paper_id", "match_kind", "similarity"
+    )
+    repeated = occurrences.filter(pl.col("_repeated")).group_by("record_id").agg(
         papers_per_record=pl.col("paper_id").n_unique(),
         paper_id=pl.col("paper_id").first(),
         match_kind=pl.col("match_kind").first(),
         similarity=pl.col("similarity").min(),
     )
+    per_record = pl.concat([once, repeated])
     canonicals = occurrences.group_by("paper_id").agg(canonicals_of_paper=(pl.col("match_kind") == "canonical").sum())
     return (
         raw_records.select("record_id")
