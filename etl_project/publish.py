@@ -102,9 +102,10 @@ def publish(tables: Mapping[str, pl.DataFrame | pl.LazyFrame | Path], target: La
         index_built = warehouse_sql.build_search_index(con, sources, target.warehouse / ".stage" / "duckdb_tmp")
 
         def snapshot() -> None:
+            existing = _all_columns(con)
             for name, (path, rows) in files.items():
-                _replace_rows(con, name, path, rows)
-                for statement in contract.comment_statements(name, _columns(con, name)):
+                columns = _replace_rows(con, name, path, rows, existing.get(name, []))
+                for statement in contract.comment_statements(name, columns):
                     con.execute(statement)
             warehouse_sql.publish_analysis_layer(con, index_built)
             _commit_message(con, f"run {run_id}", {"run_id": run_id, "tables": row_counts})
@@ -164,12 +165,14 @@ def _link_or_copy(source: Path, target: Path) -> None:
         shutil.copyfile(source, target)
 
 
-def _replace_rows(con: duckdb.DuckDBPyConnection, table: str, path: str, rows: int) -> None:
-    """``table``'s rows become exactly those of the data file at ``path``. The table is created,
-    or recreated when its columns changed (a new release of the code), from the file's schema."""
+def _replace_rows(con: duckdb.DuckDBPyConnection, table: str, path: str, rows: int,
+                  existing: list[tuple[str, str]]) -> list[str]:
+    """``table`` (whose columns are ``existing``: name and type) gets exactly the rows of the data
+    file at ``path``. The table is created, or recreated when its columns changed (a new release
+    of the code), from the file's schema. Returns the table's column names."""
     wanted = con.execute(f"DESCRIBE SELECT * FROM read_parquet({literal(path)})").fetchall()
     wanted = [(name, kind) for name, kind, *_ in wanted]
-    if _columns(con, table, with_types=True) != wanted:
+    if existing != wanted:
         con.execute(f"DROP TABLE IF EXISTS {quote(table)}")
         con.execute(f"CREATE TABLE {quote(table)} AS SELECT * FROM read_parquet({literal(path)}) LIMIT 0")
     else:
@@ -181,14 +184,24 @@ def _replace_rows(con: duckdb.DuckDBPyConnection, table: str, path: str, rows: i
         if registered:  # registering a file twice would count its rows twice
             raise PublishError(f"{path} is already registered in {table}; not registering it again")
         con.execute(f"CALL ducklake_add_data_files({literal(ALIAS)}, {literal(table)}, {literal(path)})")
+    return [name for name, _ in wanted]
 
 
-def _columns(con: duckdb.DuckDBPyConnection, table: str, with_types: bool = False) -> list:
+def _columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
+    return [name for name, _ in _all_columns(con, table).get(table, [])]
+
+
+def _all_columns(con: duckdb.DuckDBPyConnection, table: str | None = None) -> dict[str, list[tuple[str, str]]]:
+    """``{table: [(column, type), ...]}`` of the lake's main tables (or only ``table``), in one query."""
     rows = con.execute(
-        "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = ? AND schema_name = 'main' "
-        "AND table_name = ? ORDER BY column_index", [ALIAS, table]
+        "SELECT table_name, column_name, data_type FROM duckdb_columns() WHERE database_name = ? "
+        "AND schema_name = 'main' AND (? IS NULL OR table_name = ?) ORDER BY table_name, column_index",
+        [ALIAS, table, table],
     ).fetchall()
-    return [tuple(r) for r in rows] if with_types else [r[0] for r in rows]
+    columns: dict[str, list[tuple[str, str]]] = {}
+    for name, column, kind in rows:
+        columns.setdefault(name, []).append((column, kind))
+    return columns
 
 
 def _commit_message(con: duckdb.DuckDBPyConnection, message: str, extra: dict) -> None:
