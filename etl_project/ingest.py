@@ -60,7 +60,6 @@ from pathlib import Path
 
 import charset_normalizer
 import polars as pl
-
 import xxhash
 
 from etl_project import normalize, settings

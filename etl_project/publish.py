@@ -23,7 +23,7 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -258,7 +258,7 @@ def expire_snapshots(con: duckdb.DuckDBPyConnection, retention: Retention) -> li
     ``retention.days``, and delete the files only they listed. The current one always stays."""
     snapshots = con.execute(f"SELECT snapshot_id, snapshot_time FROM {ALIAS}.snapshots() ORDER BY snapshot_id").fetchall()
     newest = {sid for sid, _ in snapshots[-max(retention.snapshots, 1):]}
-    cutoff = datetime.now(timezone.utc) - timedelta(days=retention.days)
+    cutoff = datetime.now(UTC) - timedelta(days=retention.days)
     expired = [sid for sid, at in snapshots if sid not in newest and at < cutoff]
     if not expired:
         return []

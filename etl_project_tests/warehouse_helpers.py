@@ -1,6 +1,5 @@
 """Helpers for tests that read a published warehouse or drive the real CLI in subprocesses."""
 
-import hashlib
 import os
 import random
 import shutil
@@ -9,7 +8,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import duckdb
 import polars as pl
 
 PY = sys.executable

@@ -406,7 +406,9 @@ class _DocsPage:
 
         What ``SiteBuilder.build`` does for one validation, less copying the static assets again
         (about half its time on small tables) and less the profiling section."""
-        from great_expectations.data_context.types.resource_identifiers import ExpectationSuiteIdentifier
+        from great_expectations.data_context.types.resource_identifiers import (
+            ExpectationSuiteIdentifier,
+        )
 
         site = _site_builder(self.docs_dir.resolve())
         suite_key = ExpectationSuiteIdentifier(name=self.suite_name)
