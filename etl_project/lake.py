@@ -233,7 +233,9 @@ def _relative(path: Path, base: Path) -> str:
 
 
 def literal(value: str) -> str:
-    """A SQL string literal (DuckDB binds no parameters in ATTACH, INSTALL or DDL)."""
+    """A SQL string literal. The project's SQL inlines values rather than binding parameters:
+    DuckDB binds none in ATTACH, INSTALL or DDL, and binding any Python value imports pandas
+    (0.3 s of every run's publish, in DuckDB 1.5)."""
     return "'" + value.replace("'", "''") + "'"
 
 

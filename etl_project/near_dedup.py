@@ -415,8 +415,10 @@ def _jaccard_ordered(sets: ShingleSets, a: np.ndarray, b: np.ndarray, pair_chunk
         done = work[lo - 1] if lo else 0
         hi = max(lo + 1, int(np.searchsorted(work, done + pair_chunk, side="right")))
         ca, cb = a[lo:hi], b[lo:hi]
-        # Sorted keys (rank of b << 32 | shingle) of the chunk's distinct b documents only.
-        targets, rank = np.unique(cb, return_inverse=True)
+        # Sorted keys (rank of b << 32 | shingle) of the chunk's distinct b documents only
+        # (``cb`` is sorted: its distinct values are its runs).
+        new_target = np.concatenate([[True], cb[1:] != cb[:-1]])
+        targets, rank = cb[new_target], np.cumsum(new_target) - 1
         target_keys = np.repeat(np.arange(len(targets), dtype=U64), size[targets]) << U64(32)
         target_keys |= sets.values[_ranges(sets.offsets[targets], size[targets])].astype(U64)
         query = np.repeat(rank.astype(U64), size[ca]) << U64(32)

@@ -179,7 +179,7 @@ def _replace_rows(con: duckdb.DuckDBPyConnection, table: str, path: str, rows: i
         con.execute(f"DELETE FROM {quote(table)}")
     if rows:
         registered = con.execute(
-            f"SELECT count(*) FROM ducklake_list_files({literal(ALIAS)}, {literal(table)}) WHERE data_file = ?", [path]
+            f"SELECT count(*) FROM ducklake_list_files({literal(ALIAS)}, {literal(table)}) WHERE data_file = {literal(path)}"
         ).fetchone()[0]
         if registered:  # registering a file twice would count its rows twice
             raise PublishError(f"{path} is already registered in {table}; not registering it again")
@@ -193,10 +193,10 @@ def _columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
 
 def _all_columns(con: duckdb.DuckDBPyConnection, table: str | None = None) -> dict[str, list[tuple[str, str]]]:
     """``{table: [(column, type), ...]}`` of the lake's main tables (or only ``table``), in one query."""
+    only = f"AND table_name = {literal(table)} " if table is not None else ""
     rows = con.execute(
-        "SELECT table_name, column_name, data_type FROM duckdb_columns() WHERE database_name = ? "
-        "AND schema_name = 'main' AND (? IS NULL OR table_name = ?) ORDER BY table_name, column_index",
-        [ALIAS, table, table],
+        f"SELECT table_name, column_name, data_type FROM duckdb_columns() WHERE database_name = {literal(ALIAS)} "
+        f"AND schema_name = 'main' {only}ORDER BY table_name, column_index"
     ).fetchall()
     columns: dict[str, list[tuple[str, str]]] = {}
     for name, column, kind in rows:
@@ -205,7 +205,7 @@ def _all_columns(con: duckdb.DuckDBPyConnection, table: str | None = None) -> di
 
 
 def _commit_message(con: duckdb.DuckDBPyConnection, message: str, extra: dict) -> None:
-    con.execute(f"CALL {ALIAS}.set_commit_message(?, ?, extra_info => ?)", [AUTHOR, message, json.dumps(extra)])
+    con.execute(f"CALL {ALIAS}.set_commit_message({literal(AUTHOR)}, {literal(message)}, extra_info => {literal(json.dumps(extra))})")
 
 
 def _in_transaction(con: duckdb.DuckDBPyConnection, body, attempts: int = COMMIT_ATTEMPTS) -> list[str]:
@@ -241,7 +241,7 @@ def _rollback(con: duckdb.DuckDBPyConnection) -> None:
 
 def _snapshot_of_run(con: duckdb.DuckDBPyConnection, run_id: str) -> int:
     row = con.execute(
-        f"SELECT max(snapshot_id) FROM {ALIAS}.snapshots() WHERE commit_extra_info::JSON->>'run_id' = ?", [run_id]
+        f"SELECT max(snapshot_id) FROM {ALIAS}.snapshots() WHERE commit_extra_info::JSON->>'run_id' = {literal(run_id)}"
     ).fetchone()
     return int(row[0])
 
@@ -262,7 +262,8 @@ def expire_snapshots(con: duckdb.DuckDBPyConnection, retention: Retention) -> li
     expired = [sid for sid, at in snapshots if sid not in newest and at < cutoff]
     if not expired:
         return []
-    con.execute(f"CALL ducklake_expire_snapshots({literal(ALIAS)}, versions => ?)", [expired])
+    versions = "[" + ", ".join(str(int(sid)) for sid in expired) + "]"
+    con.execute(f"CALL ducklake_expire_snapshots({literal(ALIAS)}, versions => {versions})")
     con.execute(f"CALL ducklake_cleanup_old_files({literal(ALIAS)}, cleanup_all => true)")
     return [f"expired {len(expired)} snapshot(s) older than {retention.days:g} days beyond the newest {retention.snapshots}"]
 
@@ -330,8 +331,8 @@ def _tables_at(con: duckdb.DuckDBPyConnection, snapshot_id: int | None) -> set[t
     """(schema, table) of every table at ``snapshot_id`` (None: now)."""
     at = f" AT (VERSION => {int(snapshot_id)})" if snapshot_id is not None else ""
     names = con.execute(
-        "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = ? AND schema_name IN ('main', ?)",
-        [ALIAS, warehouse_sql.SEARCH_SCHEMA],
+        f"SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = {literal(ALIAS)} "
+        f"AND schema_name IN ('main', {literal(warehouse_sql.SEARCH_SCHEMA)})"
     ).fetchall()
     if not at:
         return set(names)

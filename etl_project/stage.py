@@ -25,9 +25,10 @@ from etl_project import ingest, landing
 
 STAGE = ".stage"
 RUNS = "runs"
-# Landing bytes parsed together before they are staged: bounds a parse step's memory at about ten
-# times this, whatever the number of files.
-BATCH_BYTES = 64 << 20
+# Landing bytes parsed together before they are staged: bounds a parse step's memory, whatever
+# the number of files, at a few tens of times this (short one-line records cost the most per
+# byte). Smaller batches than this cost parse speed; larger ones memory for no speed.
+BATCH_BYTES = 16 << 20
 
 
 @functools.cache

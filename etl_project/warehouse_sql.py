@@ -350,7 +350,7 @@ def create_views(con: duckdb.DuckDBPyConnection, with_search: bool | None = None
     lake in use, each only when the tables and columns it reads exist."""
     present: dict[str, set[str]] = {}
     for table, column in con.execute(
-        "SELECT table_name, column_name FROM duckdb_columns() WHERE database_name = ? AND schema_name = 'main'", [lake.ALIAS]
+        f"SELECT table_name, column_name FROM duckdb_columns() WHERE database_name = {literal(lake.ALIAS)} AND schema_name = 'main'"
     ).fetchall():
         present.setdefault(table, set()).add(column)
     if with_search is None:
@@ -375,7 +375,7 @@ def _parquet_columns(con: duckdb.DuckDBPyConnection, path: str) -> list[str]:
 
 def _schema_exists(con: duckdb.DuckDBPyConnection, schema: str) -> bool:
     return bool(con.execute(
-        "SELECT count(*) FROM duckdb_schemas() WHERE database_name = ? AND schema_name = ?", [lake.ALIAS, schema]
+        f"SELECT count(*) FROM duckdb_schemas() WHERE database_name = {literal(lake.ALIAS)} AND schema_name = {literal(schema)}"
     ).fetchone()[0])
 
 

@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import polars as pl
@@ -356,3 +357,26 @@ def test_a_table_may_gain_a_column_between_publishes(tmp_path: Path):
     # And back to fewer columns.
     run(wh, 4, "run-three")
     assert snapshot(wh) == rows(4)
+
+
+def test_publishing_binds_no_python_values_so_pandas_is_never_imported(tmp_path: Path):
+    """DuckDB imports pandas (0.3 s) to bind any Python parameter: publish, expiry and history
+    inline their values as literals instead, quotes in a run id included."""
+    script = f"""
+import json
+import sys
+import polars as pl
+from etl_project import lake, publish
+target = lake.Lake.of({str(tmp_path / "wh")!r})
+keep_one = publish.Retention(snapshots=1, days=0)
+for version, run_id in enumerate(["run-1", "it's run 2"], start=1):
+    frames = {{"papers": pl.DataFrame({{"paper_id": [str(i) for i in range(version)]}})}}
+    published = publish.publish(frames, target, run_id, keep_one)
+con = lake.attach(target, read_only=True)
+print(json.dumps({{"snapshot": published.snapshot_id, "runs": publish.history(con)["run_id"].to_list(),
+                  "expired": any("expired" in n for n in published.notes), "pandas": "pandas" in sys.modules}}))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    result = json.loads(done.stdout)
+    assert result["runs"] == ["it's run 2"] and result["expired"] and result["snapshot"] > 1
+    assert result["pandas"] is False
