@@ -15,7 +15,14 @@ import pytest
 
 import etl_project
 from etl_project import lake, publish, warehouse_sql
-from etl_project_tests.warehouse_helpers import CLI, DUCKDB_CLI, current_snapshot, query, snapshot, tables
+from etl_project_tests.warehouse_helpers import (
+    CLI,
+    DUCKDB_CLI,
+    current_snapshot,
+    query,
+    snapshot,
+    tables,
+)
 
 
 def frames(version: int) -> dict[str, pl.DataFrame]:
