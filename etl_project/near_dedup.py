@@ -333,8 +333,9 @@ def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 
 def bucket_pairs(keys: np.ndarray, max_bucket: int) -> np.ndarray:
-    """Pairs (i, j), i < j, of rows with equal ``keys``, as a sorted unique array of uint64
-    ``i << 32 | j``. Buckets above ``max_bucket`` rows pair each row with the bucket's first."""
+    """Pairs (i, j), i < j, of rows with equal ``keys``, as an array of uint64 ``i << 32 | j``,
+    each pair once, in no particular order (every row is in one bucket, so no pair repeats).
+    Buckets above ``max_bucket`` rows pair each row with the bucket's first."""
     order = np.argsort(keys, kind="stable")
     ordered = keys[order]
     starts = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))
@@ -350,11 +351,13 @@ def bucket_pairs(keys: np.ndarray, max_bucket: int) -> np.ndarray:
     star_rest = _ranges(starts[big] + 1, sizes[big] - 1)
     a = order[np.concatenate([left, star_first])].astype(U64)
     b = order[np.concatenate([right, star_rest])].astype(U64)
-    return _sorted_unique(np.minimum(a, b) << U64(32) | np.maximum(a, b))
+    return np.minimum(a, b) << U64(32) | np.maximum(a, b)
 
 
 def candidate_pairs(bands: np.ndarray, max_bucket: int) -> np.ndarray:
-    """Unique candidate pairs over all bands (uint64 ``i << 32 | j``)."""
+    """Unique candidate pairs over all bands (uint64 ``i << 32 | j``), sorted. Pairs repeat
+    only across bands, so one sort of them all is the only one needed (half the time of also
+    sorting each band's)."""
     per_band = [bucket_pairs(bands[:, j], max_bucket) for j in range(bands.shape[1])]
     return _sorted_unique(np.concatenate(per_band)) if per_band else np.zeros(0, dtype=U64)
 
