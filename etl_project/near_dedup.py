@@ -356,8 +356,7 @@ def bucket_pairs(keys: np.ndarray, max_bucket: int) -> np.ndarray:
 
 def candidate_pairs(bands: np.ndarray, max_bucket: int) -> np.ndarray:
     """Unique candidate pairs over all bands (uint64 ``i << 32 | j``), sorted. Pairs repeat
-    only across bands, so one sort of them all is the only one needed (half the time of also
-    sorting each band's)."""
+    only across bands, so one sort of them all is the only one needed."""
     per_band = [bucket_pairs(bands[:, j], max_bucket) for j in range(bands.shape[1])]
     return _sorted_unique(np.concatenate(per_band)) if per_band else np.zeros(0, dtype=U64)
 
