@@ -242,7 +242,7 @@ def summarize(result, plan, instance_home: str, previous: bool | None = None) ->
     if published:
         lines.append("warehouse:  " + _published_line(published))
     else:
-        why = "a step failed" if step_failures else "a blocking check failed" if blocking else "the run failed"
+        why = "a blocking check failed" if blocking else "a step failed" if step_failures else "the run failed"
         lines.append(f"warehouse:  NOT published ({why}); {_previous_note(previous)}")
     return "\n".join(lines)
 

@@ -4,7 +4,7 @@ import dagster as dg
 
 from etl_project.defs import assets
 from etl_project.defs.checks import ALL_CHECKS
-from etl_project.defs.enrich import ENRICH_ASSETS, ENRICH_CHECKS
+from etl_project.defs.enrich import ENRICH_ASSETS
 from etl_project.defs.jobs import ETL_JOB, etl_job
 from etl_project.defs.resources import build_resources
 from etl_project.defs.schedules import nightly_full_refresh
@@ -21,7 +21,7 @@ def build_defs(seeds_dir: str = "", warehouse_dir: str = "") -> dg.Definitions:
             assets.parsed_files, assets.landing_tables, assets.deduplicated, assets.source_overlap,
             *ENRICH_ASSETS, assets.warehouse,
         ],
-        asset_checks=[*ALL_CHECKS, *ENRICH_CHECKS],
+        asset_checks=ALL_CHECKS,
         jobs=[etl_job],
         sensors=[landing_sensor],
         schedules=[nightly_full_refresh],

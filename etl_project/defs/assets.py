@@ -10,7 +10,7 @@ from etl_project.defs import launch
 from etl_project import contract
 from etl_project.defs.metadata import OWNERS, non_empty, status_counts, table_metadata, table_value
 from etl_project.defs.partitions import LANDING_FILES, ONE_RUN_PER_BATCH
-from etl_project.defs.resources import EtlSettings
+from etl_project.defs.resources import EtlSettings, GxValidation
 from etl_project.enrich.markup import with_plain_text
 
 PUBLISHED_TABLES = (
@@ -179,13 +179,19 @@ def source_overlap(paper_occurrences: pl.LazyFrame) -> dg.Output[pl.DataFrame]:
     owners=OWNERS,
     # The staged files themselves: publish links them into the lake's data path.
     ins={name: dg.AssetIn(name, dagster_type=Path) for name in PUBLISHED_TABLES},
+    # After the checks' steps (checks.AFTER_ASSETS), so their verdicts show before the publish.
+    op_tags={"dagster/priority": "-2"},
 )
-def warehouse(context: dg.AssetExecutionContext, etl: EtlSettings, **staged: Path) -> dg.MaterializeResult:
+def warehouse(context: dg.AssetExecutionContext, etl: EtlSettings, gx: GxValidation, **staged: Path) -> dg.MaterializeResult:
     """Publish every table into the DuckLake (warehouse/catalog.sqlite + warehouse/data/) as one
     snapshot whose commit message names this run: readers see the previous snapshot or this one.
-    Runs only when no blocking check failed. Every table comes from this run's own stage;
+    Publishes only when every suite check of this run passed at ERROR severity (a check failing
+    only WARN expectations does not stop it). Every table comes from this run's own stage;
     tables taken from earlier runs (a run of only some assets) must still line up, or nothing is
     published."""
+    failed = gx.blocking_failures(context, etl.warehouse)
+    if failed:
+        raise dg.Failure(f"not publishing: {len(failed)} check(s) failed at ERROR severity: {', '.join(failed)}")
     tables = {name: pl.scan_parquet(path) for name, path in staged.items()}
     problems = integrity.cross_table_problems(tables)
     if problems:

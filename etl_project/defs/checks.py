@@ -1,53 +1,27 @@
-"""Asset checks: one Great Expectations suite per table. All are blocking, so a failed ERROR
-expectation stops the publish; a check whose only failed expectations are WARN ones (``mostly``
-ranges) fails at WARN severity: shown as failed, not blocking.
-Plus one non-blocking report on near-duplicate clusters (near_duplicate_clusters)."""
+"""Asset checks: one Great Expectations suite per table (etl_project/quality/suites.py,
+SUITE_CHECKS), validated in the background as soon as a run has staged the tables a suite reads
+(etl_project/quality/background.py). A failed ERROR expectation stops the publish: the
+``warehouse`` asset publishes only when every suite check of its run passed at ERROR. A check
+whose only failed expectations are WARN ones (``mostly`` ranges) fails at WARN severity: shown
+as failed, not blocking. Plus one report on near-duplicate clusters (near_duplicate_clusters).
 
-import functools
+The checks' steps come after every asset step that is ready (Dagster's step priority): by then
+the worker has validated while the run's next stages ran, so a check step mostly reports."""
+
 import json
-import os
-import shutil
-from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import dagster as dg
 import polars as pl
 
 from etl_project import dedup
-from etl_project.defs.metadata import non_empty, row_count, table_value
+from etl_project.defs.metadata import non_empty, table_value
 from etl_project.defs.resources import EtlSettings, GxValidation
 from etl_project.quality import suites
 from etl_project.quality.runner import SuiteResult
 
-
-# Data Docs of this many runs are kept (each run's site is its own folder; check links stay valid).
-KEEP_DOCS_RUNS = 20
-
-
-def docs_dir(etl: EtlSettings, context: dg.AssetCheckExecutionContext) -> Path:
-    """This run's Great Expectations Data Docs site, ``<warehouse>/data_docs/runs/<run_id>/``;
-    ``data_docs/latest`` points at the newest run's."""
-    return _run_docs(etl.warehouse / "data_docs", context.run.run_id)
-
-
-@functools.cache
-def _run_docs(root: Path, run_id: str) -> Path:
-    """Made once per run: the folder, the ``latest`` link, and old runs' sites pruned."""
-    folder = root / "runs" / run_id
-    folder.mkdir(parents=True, exist_ok=True)
-    _point_link(root / "latest", Path("runs") / run_id)
-    older = sorted((p for p in folder.parent.iterdir() if p != folder), key=lambda p: p.stat().st_mtime)
-    for old in older[: max(0, len(older) - (KEEP_DOCS_RUNS - 1))]:
-        shutil.rmtree(old, ignore_errors=True)
-    return folder
-
-
-def _point_link(link: Path, target: Path) -> None:
-    """Make ``link`` a symlink to ``target`` with one rename (a reader never sees it missing)."""
-    staging = link.with_name(f".{link.name}.new")
-    staging.unlink(missing_ok=True)
-    staging.symlink_to(target)
-    os.replace(staging, link)
+# Run after the asset steps that are ready (a step's priority: higher first, 0 by default).
+AFTER_ASSETS = {"dagster/priority": "-1"}
 
 
 def check_result(result: SuiteResult) -> dg.AssetCheckResult:
@@ -113,48 +87,17 @@ def _local_path(url: str) -> str:
     return unquote(urlparse(url).path)
 
 
-@dg.asset_check(
-    asset="source_files", blocking=True,
-    additional_ins={"raw_records": dg.AssetIn("raw_records"), "rejected_records": dg.AssetIn("rejected_records")},
-)
-def source_files_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, gx: GxValidation, source_files: pl.LazyFrame, raw_records: pl.LazyFrame, rejected_records: pl.LazyFrame):
-    """Files unique, statuses valid, rejected files say why, and no character lost: each file's
-    decoded text is fully accounted for by its title, raw records and rejected records."""
-    return check_result(gx.run_suite(suites.SOURCE_FILES, suites.source_files_frame(source_files, raw_records, rejected_records), docs_dir(etl, context)))
+def suite_check(check: suites.SuiteCheck) -> dg.AssetChecksDefinition:
+    """The Dagster check of one row of suites.SUITE_CHECKS."""
 
+    @dg.asset_check(
+        asset=check.asset, name=check.name, description=check.description,
+        additional_deps=check.extra, op_tags=AFTER_ASSETS,
+    )
+    def _suite_check(context: dg.AssetCheckExecutionContext, etl: EtlSettings, gx: GxValidation) -> dg.AssetCheckResult:
+        return check_result(gx.verdict(context, etl.warehouse, check))
 
-@dg.asset_check(asset="raw_records", blocking=True)
-def raw_records_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, gx: GxValidation, raw_records: pl.LazyFrame):
-    """record_id unique and not null, ordinals unique per file and >= 1, line spans ordered."""
-    return check_result(gx.run_suite(suites.RAW_RECORDS, suites.raw_records_frame(raw_records), docs_dir(etl, context)))
-
-
-@dg.asset_check(asset="records", blocking=True, additional_ins={"raw_records": dg.AssetIn("raw_records")})
-def records_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, gx: GxValidation, records: pl.LazyFrame, raw_records: pl.LazyFrame):
-    """One normalized record per raw record, each with a non-empty text and dedup key."""
-    return check_result(gx.run_suite(suites.records_suite(row_count(raw_records)), suites.records_frame(records), docs_dir(etl, context)))
-
-
-@dg.asset_check(asset="papers", blocking=True)
-def papers_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, gx: GxValidation, papers: pl.LazyFrame):
-    """paper_id unique, well-formed, one per key; counts consistent; abstract size sane (mostly)."""
-    return check_result(gx.run_suite(suites.PAPERS, suites.papers_frame(papers), docs_dir(etl, context)))
-
-
-@dg.asset_check(
-    asset="paper_occurrences", blocking=True,
-    additional_ins={"raw_records": dg.AssetIn("raw_records"), "papers": dg.AssetIn("papers")},
-)
-def paper_occurrences_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, gx: GxValidation, paper_occurrences: pl.LazyFrame, raw_records: pl.LazyFrame, papers: pl.LazyFrame):
-    """Every raw record maps to exactly one existing paper; one canonical occurrence per paper."""
-    frame = suites.paper_occurrences_frame(paper_occurrences, raw_records, papers)
-    return check_result(gx.run_suite(suites.PAPER_OCCURRENCES, frame, docs_dir(etl, context)))
-
-
-@dg.asset_check(asset="source_overlap", blocking=True)
-def source_overlap_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, gx: GxValidation, source_overlap: pl.LazyFrame):
-    """File pairs unique and ordered, shared counts positive, Jaccard within [0, 1]."""
-    return check_result(gx.run_suite(suites.SOURCE_OVERLAP, source_overlap, docs_dir(etl, context)))
+    return _suite_check
 
 
 # A near cluster holding more distinct texts than this is more likely boilerplate or a template
@@ -163,7 +106,7 @@ MAX_NEAR_VARIANTS = 20
 
 
 @dg.asset_check(
-    asset="paper_occurrences", blocking=False,
+    asset="paper_occurrences", op_tags=AFTER_ASSETS,
     additional_ins={"papers": dg.AssetIn("papers"), "records": dg.AssetIn("records")},
 )
 def near_duplicate_clusters(paper_occurrences: pl.LazyFrame, papers: pl.LazyFrame, records: pl.LazyFrame):
@@ -190,7 +133,4 @@ def near_duplicate_clusters(paper_occurrences: pl.LazyFrame, papers: pl.LazyFram
     )
 
 
-ALL_CHECKS = [
-    source_files_suite, raw_records_suite, records_suite,
-    papers_suite, paper_occurrences_suite, source_overlap_suite, near_duplicate_clusters,
-]
+ALL_CHECKS = [*(suite_check(check) for check in suites.SUITE_CHECKS.values()), near_duplicate_clusters]

@@ -1,14 +1,11 @@
-"""Enrichment assets (links, names, topics of each paper) and their blocking quality checks."""
+"""Enrichment assets: links, names and topics of each paper (their checks: etl_project/defs/checks.py)."""
 
 import dagster as dg
 import polars as pl
 
 from etl_project import dedup
-from etl_project.defs.checks import check_result, docs_dir
 from etl_project.defs.metadata import OWNERS, non_empty, row_count, table_metadata, table_value
-from etl_project.defs.resources import EtlSettings, GxValidation
 from etl_project.enrich import links, names, topics
-from etl_project.quality import suites
 
 
 def _share(part: int, whole: int) -> float:
@@ -75,34 +72,4 @@ def paper_topics(papers: pl.LazyFrame) -> dg.Output[pl.DataFrame]:
     )
 
 
-@dg.asset_check(asset="papers", blocking=True)
-def papers_plain_text_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, gx: GxValidation, papers: pl.LazyFrame):
-    """abstract_plain present and non-empty for every paper; markup left in it is worth a look."""
-    return check_result(gx.run_suite(suites.PAPERS_PLAIN_TEXT, suites.papers_plain_text_frame(papers), docs_dir(etl, context)))
-
-
-@dg.asset_check(asset="paper_links", blocking=True, additional_ins={"papers": dg.AssetIn("papers")})
-def paper_links_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, gx: GxValidation, paper_links: pl.LazyFrame, papers: pl.LazyFrame):
-    """One row per URL per paper of an existing paper; URLs well-formed and trimmed, hosts lower
-    case, kinds known, forge repositories with an owner."""
-    return check_result(gx.run_suite(suites.PAPER_LINKS, suites.paper_links_frame(paper_links, papers), docs_dir(etl, context)))
-
-
-@dg.asset_check(asset="paper_names", blocking=True, additional_ins={"papers": dg.AssetIn("papers")})
-def paper_names_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, gx: GxValidation, paper_names: pl.LazyFrame, papers: pl.LazyFrame):
-    """One row per name per paper of an existing paper; each name found verbatim in its abstract,
-    with a known pattern and a plausible length."""
-    return check_result(gx.run_suite(suites.PAPER_NAMES, suites.paper_names_frame(paper_names, papers), docs_dir(etl, context)))
-
-
-@dg.asset_check(asset="paper_topics", blocking=True, additional_ins={"papers": dg.AssetIn("papers")})
-def paper_topics_suite(context: dg.AssetCheckExecutionContext, etl: EtlSettings, gx: GxValidation, paper_topics: pl.LazyFrame, papers: pl.LazyFrame):
-    """Every paper has a topic, topics come from the taxonomy, 'other' only alone, and every
-    taxonomy topic has evidence."""
-    taxonomy_ids = topics.load_taxonomy().topic_ids()
-    frame = suites.paper_topics_frame(paper_topics, papers)
-    return check_result(gx.run_suite(suites.paper_topics_suite(taxonomy_ids), frame, docs_dir(etl, context)))
-
-
 ENRICH_ASSETS = [paper_links, paper_names, paper_topics]
-ENRICH_CHECKS = [papers_plain_text_suite, paper_links_suite, paper_names_suite, paper_topics_suite]

@@ -12,8 +12,8 @@ import polars as pl
 from etl_project import ingest, run_lock, settings, stage
 from etl_project.lake import Lake
 from etl_project.near_dedup import NearConfig
-from etl_project.quality import runner
-from etl_project.quality.suites import Suite
+from etl_project.quality import background, runner
+from etl_project.quality.suites import SUITE_CHECKS, SuiteCheck
 
 SETTLE_ENV = "ETL_SENSOR_SETTLE_SECONDS"
 
@@ -78,8 +78,10 @@ class WarehouseLock(dg.ConfigurableResource):
 class GxValidation(dg.ConfigurableResource):
     """Where the suite checks run Great Expectations: this process's GxWorker
     (etl_project/quality/runner.py), started when the run initializes its resources, so GX's
-    import (seconds) overlaps the steps before the first check instead of delaying it. The
-    worker renders the Data Docs pages while the run goes on; the run ends once they are written."""
+    import (seconds) overlaps the steps before the first check instead of delaying it. A check is
+    validated there as soon as the run has staged its tables (etl_project/quality/background.py),
+    while the run goes on; its step, and the publish, wait for the verdict. The worker renders the
+    Data Docs pages while the run goes on; the run ends once they are written."""
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         runner.GxWorker.shared()
@@ -88,9 +90,35 @@ class GxValidation(dg.ConfigurableResource):
         log = context.log or dg.get_dagster_logger()
         for failure in runner.GxWorker.flush_shared():  # the checks' verdicts stand either way
             log.error(f"Data Docs pages could not be written ({failure}); the checks' results stand")
+        if context.run_id:
+            background.forget(context.run_id)
 
-    def run_suite(self, suite: Suite, frame: pl.DataFrame | pl.LazyFrame, docs_dir: Path) -> runner.SuiteResult:
-        return runner.run_suite(suite, frame, docs_dir, runner.GxWorker.shared())
+    def verdict(self, context: dg.AssetCheckExecutionContext | dg.AssetExecutionContext, warehouse: Path,
+                check: SuiteCheck) -> runner.SuiteResult:
+        """``check``'s result on the tables as this run staged them (or, for a table it did not
+        stage, as the latest materialization left it)."""
+        paths = {}
+        for table in check.tables:
+            path = staged_file(context.instance, warehouse, dg.AssetKey(table), context.run.run_id)
+            if path is None:
+                raise FileNotFoundError(f"{table!r} has no staged output in {warehouse}: materialize it first")
+            paths[table] = path
+        return background.verdict(context.run.run_id, warehouse, check, paths)
+
+    def blocking_failures(self, context: dg.AssetExecutionContext, warehouse: Path) -> list[str]:
+        """The suite checks this run selected, on tables it staged, that failed at ERROR
+        severity (``asset:check``): what stops the publish. Waits for their verdicts."""
+        selected = context.run.asset_check_selection  # None: every check of the job
+        failed = []
+        for check in SUITE_CHECKS.values():
+            key = dg.AssetCheckKey(dg.AssetKey(check.asset), check.name)
+            if selected is not None and key not in selected:
+                continue
+            if not stage.run_path(warehouse, context.run.run_id, check.asset).exists():
+                continue  # validated by the run that staged it
+            if self.verdict(context, warehouse, check).blocks:
+                failed.append(f"{check.asset}:{check.name}")
+        return failed
 
 
 class StageIOManager(dg.ConfigurableIOManager):
@@ -109,6 +137,7 @@ class StageIOManager(dg.ConfigurableIOManager):
             return
         asset = context.asset_key.to_user_string()
         stage.write(obj, stage.run_path(self.etl.warehouse, context.run_id, asset))
+        background.start_ready(context.run_id, self.etl.warehouse, asset)
 
     def load_input(self, context: dg.InputContext):
         asset = context.asset_key.to_user_string()
@@ -117,14 +146,7 @@ class StageIOManager(dg.ConfigurableIOManager):
             if not keys:
                 return {table: frame.lazy() for table, frame in ingest.file_tables([]).items()}
             return stage.scan_partitions(self.etl.warehouse, asset, keys)
-        # What this run produced, else the asset's latest materialization (from another run):
-        # the instance is asked only then (a query of its event log per input adds up).
-        def runs():
-            yield _producing_run(context)
-            latest = context.instance.get_latest_materialization_event(context.asset_key)
-            yield latest.run_id if latest else None
-
-        path = stage.existing(stage.run_path(self.etl.warehouse, run, asset) for run in runs() if run)
+        path = staged_file(context.instance, self.etl.warehouse, context.asset_key, _producing_run(context))
         if path is None:
             raise FileNotFoundError(f"{asset!r} has no staged output in {self.etl.warehouse}: materialize it first")
         if context.dagster_type.typing_type is Path:  # the file itself (what publish links)
@@ -132,6 +154,17 @@ class StageIOManager(dg.ConfigurableIOManager):
         if context.dagster_type.typing_type is pl.LazyFrame:
             return pl.scan_parquet(path)
         return pl.read_parquet(path)
+
+
+def staged_file(instance: dg.DagsterInstance, warehouse: Path, asset_key: dg.AssetKey, run_id: str | None) -> Path | None:
+    """The asset's staged file from run ``run_id``, else from the run of its latest
+    materialization: the instance is asked only then (a query of its event log per input adds up)."""
+    def runs():
+        yield run_id
+        latest = instance.get_latest_materialization_event(asset_key)
+        yield latest.run_id if latest else None
+
+    return stage.existing(stage.run_path(warehouse, run, asset_key.to_user_string()) for run in runs() if run)
 
 
 def _producing_run(context: dg.InputContext) -> str | None:

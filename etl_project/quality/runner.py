@@ -29,6 +29,7 @@ import shutil
 import sys
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -187,10 +188,13 @@ def run_suite(suite: Suite, frame: pl.DataFrame | pl.LazyFrame, docs_dir: Path |
     Data Docs page and the site index there. A LazyFrame is collected with only the suite's
     columns, so a check over a scan of a big table never loads the columns it does not read.
     With ``worker``, GX runs in that process (see GxWorker); else in this one."""
+    return _run_suite(suite, frame, docs_dir, worker.validate if worker else validate_narrow)
+
+
+def _run_suite(suite: Suite, frame: pl.DataFrame | pl.LazyFrame, docs_dir: Path | None, validate) -> SuiteResult:
     if isinstance(frame, pl.LazyFrame):
         frame = frame.select(suite.columns() or pl.first()).collect()
     narrow, coded = gx_frame(suite, frame)
-    validate = worker.validate if worker else validate_narrow
     outcomes, page, index = validate(suite, narrow, docs_dir)
     decode = functools.partial(_decode, {c: frame[c] for c in coded})
     results = [_rule_result(rule, outcomes[i], decode) for i, rule in enumerate(suite.rules)]
@@ -235,10 +239,21 @@ class GxWorker:
         self._ready = self._pool.submit(_gx_ready)  # the process starts, and imports GX, now
 
     def validate(self, suite: Suite, narrow: pl.DataFrame, docs_dir: Path | None):
+        return self.result(self._pool.submit(_validate_deferring_docs, suite, narrow, docs_dir))
+
+    def submit_staged(self, check: str, suite: Suite, paths: dict[str, Path], docs_dir: Path | None) -> "Future[SuiteResult]":
+        """Start validating the suite check ``check`` (a name in suites.SUITE_CHECKS) on the staged
+        tables' files ``paths``, and return at once: the worker builds the check's frame itself, so
+        this process goes on with the run meanwhile. ``result`` gives the verdict."""
+        return self._pool.submit(_validate_staged, check, suite, {t: str(p) for t, p in paths.items()}, docs_dir)
+
+    @staticmethod
+    def result(future: Future):
+        """The future's result; a worker that died is said as such."""
         from concurrent.futures.process import BrokenProcessPool
 
         try:
-            return self._pool.submit(_validate_deferring_docs, suite, narrow, docs_dir).result()
+            return future.result()
         except BrokenProcessPool as exc:
             raise RuntimeError("the Great Expectations worker process died (out of memory?); "
                                "the next run starts a new one") from exc
@@ -324,6 +339,15 @@ def _validate_deferring_docs(suite: Suite, narrow: pl.DataFrame, docs_dir: Path 
     _docs_thread()
     _docs_queue.put(page)
     return outcomes, page.url, page.index_url
+
+
+def _validate_staged(check: str, suite: Suite, paths: dict[str, str], docs_dir: Path | None) -> SuiteResult:
+    """In the worker: the check's frame, made from the staged files, validated (submit_staged)."""
+    from etl_project.quality.suites import SUITE_CHECKS
+
+    tables = SUITE_CHECKS[check].tables
+    frame = SUITE_CHECKS[check].frame(*(pl.scan_parquet(paths[t]) for t in tables))
+    return _run_suite(suite, frame, docs_dir, _validate_deferring_docs)
 
 
 @functools.cache

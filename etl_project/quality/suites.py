@@ -6,6 +6,7 @@ never the long text columns, so validation stays cheap at a million records. Cro
 and then asserted by GX.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -310,3 +311,90 @@ def paper_topics_frame(paper_topics: Frame, papers: Frame) -> Frame:
             .otherwise((pl.col("match_count") >= 1) & (pl.col("evidence") >= 1)),
         )
     )
+
+
+# --- the pipeline's suite checks ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SuiteCheck:
+    """One Dagster check of the pipeline: the table it checks (``asset``), the other tables its
+    frame reads (``extra``), and how the suite and the frame validated are made from those tables
+    (both called with the tables in ``tables`` order). The suite is made where the check runs;
+    the frame may be made in the Great Expectations worker, from the staged tables' files."""
+
+    name: str
+    asset: str
+    description: str
+    frame: Callable[..., Frame]
+    suite: Callable[..., Suite]
+    extra: tuple[str, ...] = ()
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        return (self.asset, *self.extra)
+
+
+def _rows(frame: Frame) -> int:
+    return frame.lazy().select(pl.len()).collect().item()
+
+
+# The suites are looked up when a check runs (module globals, not captured values), so a
+# replaced suite (tests do that) is the one validated.
+SUITE_CHECKS = {check.name: check for check in (
+    SuiteCheck(
+        "source_files_suite", "source_files",
+        "Files unique, statuses valid, rejected files say why, and no character lost: each file's "
+        "decoded text is fully accounted for by its title, raw records and rejected records.",
+        source_files_frame, lambda *tables: SOURCE_FILES, ("raw_records", "rejected_records"),
+    ),
+    SuiteCheck(
+        "raw_records_suite", "raw_records",
+        "record_id unique and not null, ordinals unique per file and >= 1, line spans ordered.",
+        raw_records_frame, lambda *tables: RAW_RECORDS,
+    ),
+    SuiteCheck(
+        "records_suite", "records",
+        "One normalized record per raw record, each with a non-empty text and dedup key.",
+        lambda records, raw_records: records_frame(records),
+        lambda records, raw_records: records_suite(_rows(raw_records)), ("raw_records",),
+    ),
+    SuiteCheck(
+        "papers_suite", "papers",
+        "paper_id unique, well-formed, one per key; counts consistent; abstract size sane (mostly).",
+        papers_frame, lambda *tables: PAPERS,
+    ),
+    SuiteCheck(
+        "paper_occurrences_suite", "paper_occurrences",
+        "Every raw record maps to exactly one existing paper; one canonical occurrence per paper.",
+        paper_occurrences_frame, lambda *tables: PAPER_OCCURRENCES, ("raw_records", "papers"),
+    ),
+    SuiteCheck(
+        "source_overlap_suite", "source_overlap",
+        "File pairs unique and ordered, shared counts positive, Jaccard within [0, 1].",
+        lambda source_overlap: source_overlap, lambda *tables: SOURCE_OVERLAP,
+    ),
+    SuiteCheck(
+        "papers_plain_text_suite", "papers",
+        "abstract_plain present and non-empty for every paper; markup left in it is worth a look.",
+        papers_plain_text_frame, lambda *tables: PAPERS_PLAIN_TEXT,
+    ),
+    SuiteCheck(
+        "paper_links_suite", "paper_links",
+        "One row per URL per paper of an existing paper; URLs well-formed and trimmed, hosts lower "
+        "case, kinds known, forge repositories with an owner.",
+        paper_links_frame, lambda *tables: PAPER_LINKS, ("papers",),
+    ),
+    SuiteCheck(
+        "paper_names_suite", "paper_names",
+        "One row per name per paper of an existing paper; each name found verbatim in its abstract, "
+        "with a known pattern and a plausible length.",
+        paper_names_frame, lambda *tables: PAPER_NAMES, ("papers",),
+    ),
+    SuiteCheck(
+        "paper_topics_suite", "paper_topics",
+        "Every paper has a topic, topics come from the taxonomy, 'other' only alone, and every "
+        "taxonomy topic has evidence.",
+        paper_topics_frame,
+        lambda *tables: paper_topics_suite(enrich_topics.load_taxonomy().topic_ids()), ("papers",),
+    ),
+)}

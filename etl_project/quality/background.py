@@ -1,0 +1,96 @@
+"""A run's suite checks, validated in the background while the run goes on.
+
+Each suite check (suites.SUITE_CHECKS) is validated in the Great Expectations worker
+(runner.GxWorker), which makes the check's frame itself from the staged tables' files. It starts
+as soon as the run has staged every table the check reads (the IO manager calls ``start_ready``),
+so validating one stage overlaps the next stage on the other core instead of sitting between
+them. The check's step and the publish gate then ask for the verdict (``verdict``): started
+already, or started then (a run of only some assets).
+"""
+
+import functools
+import os
+import shutil
+import threading
+from concurrent.futures import Future
+from pathlib import Path
+
+import polars as pl
+
+from etl_project import stage
+from etl_project.quality import runner
+from etl_project.quality.suites import SUITE_CHECKS, SuiteCheck
+
+# Data Docs of this many runs are kept (each run's site is its own folder; check links stay valid).
+KEEP_DOCS_RUNS = 20
+
+# (run id, check name) -> (the files validated, the verdict to come)
+_started: dict[tuple[str, str], tuple[dict[str, Path], Future]] = {}
+_lock = threading.Lock()
+
+
+def start(run_id: str, warehouse: Path, check: SuiteCheck, paths: dict[str, Path]) -> Future:
+    """The validation of ``check`` on ``paths`` (one staged file per table it reads) for this
+    run of ``warehouse``, started now unless it was already. An error making the suite is the future's error, so
+    the check's step reports it."""
+    with _lock:
+        known = _started.get((run_id, check.name))
+        if known and known[0] == paths:
+            return known[1]
+        try:
+            suite = check.suite(*(pl.scan_parquet(paths[t]) for t in check.tables))
+            future = runner.GxWorker.shared().submit_staged(check.name, suite, paths, docs_dir(warehouse, run_id))
+        except Exception as exc:  # noqa: BLE001 - raised again where the verdict is asked for
+            future = Future()
+            future.set_exception(exc)
+        _started[(run_id, check.name)] = (paths, future)
+        return future
+
+
+def verdict(run_id: str, warehouse: Path, check: SuiteCheck, paths: dict[str, Path]) -> runner.SuiteResult:
+    """The check's result on ``paths``: waits for the validation started earlier, or runs it now."""
+    return runner.GxWorker.result(start(run_id, warehouse, check, paths))
+
+
+def start_ready(run_id: str, warehouse: Path, asset: str) -> None:
+    """``asset`` was just staged by this run: start every check that reads it and whose other
+    tables this run has staged too."""
+    for check in SUITE_CHECKS.values():
+        if asset not in check.tables:
+            continue
+        paths = {table: stage.run_path(warehouse, run_id, table) for table in check.tables}
+        if all(path.exists() for path in paths.values()):
+            start(run_id, warehouse, check, paths)
+
+
+def forget(run_id: str) -> None:
+    """Drop a finished run's verdicts."""
+    with _lock:
+        for key in [key for key in _started if key[0] == run_id]:
+            del _started[key]
+
+
+def docs_dir(warehouse: Path, run_id: str) -> Path:
+    """This run's Great Expectations Data Docs site, ``<warehouse>/data_docs/runs/<run_id>/``;
+    ``data_docs/latest`` points at the newest run's."""
+    return run_docs(warehouse / "data_docs", run_id)
+
+
+@functools.cache
+def run_docs(root: Path, run_id: str) -> Path:
+    """Made once per run: the folder, the ``latest`` link, and old runs' sites pruned."""
+    folder = root / "runs" / run_id
+    folder.mkdir(parents=True, exist_ok=True)
+    _point_link(root / "latest", Path("runs") / run_id)
+    older = sorted((p for p in folder.parent.iterdir() if p != folder), key=lambda p: p.stat().st_mtime)
+    for old in older[: max(0, len(older) - (KEEP_DOCS_RUNS - 1))]:
+        shutil.rmtree(old, ignore_errors=True)
+    return folder
+
+
+def _point_link(link: Path, target: Path) -> None:
+    """Make ``link`` a symlink to ``target`` with one rename (a reader never sees it missing)."""
+    staging = link.with_name(f".{link.name}.new")
+    staging.unlink(missing_ok=True)
+    staging.symlink_to(target)
+    os.replace(staging, link)
