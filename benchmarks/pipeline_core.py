@@ -68,12 +68,18 @@ def run_core(landing: Path, warehouse: Path, near: bool = True, enrich: bool = T
         stage.write(frame, path)
         return pl.scan_parquet(path)
 
-    def check(suite, frame) -> None:
-        if validate:
+    def check(*tables_checked: str) -> None:
+        """The suite checks of these tables (suites.SUITE_CHECKS, as the run's checks are made)."""
+        if not validate:
+            return
+        for spec in suites.SUITE_CHECKS.values():
+            if spec.asset not in tables_checked:
+                continue
             with timed("validate"):
-                result = run_suite(suite, frame)
+                scans = [tables[t] for t in spec.tables]
+                result = run_suite(spec.suite(*scans), spec.frame(*scans))
                 if result.blocks:  # failed WARN rules are reported, not fatal
-                    raise RuntimeError(f"{suite.name} failed: {[r.rule.describe() for r in result.failed]}")
+                    raise RuntimeError(f"{spec.name} failed: {[r.rule.describe() for r in result.failed]}")
 
     with timed("parse"):
         paths = ingest.list_landing_files(landing)
@@ -82,28 +88,20 @@ def run_core(landing: Path, warehouse: Path, near: bool = True, enrich: bool = T
             for name, frame in ingest.file_tables(files).items():
                 stage.write(frame, staged / name / f"{number:06d}.parquet")
         tables = {name: keep(name, pl.scan_parquet(staged / name / "*.parquet")) for name in LANDING_TABLES}
-    raw, records = tables["raw_records"], tables["records"]
-    check(suites.SOURCE_FILES, suites.source_files_frame(tables["source_files"], raw, tables["rejected_records"]))
-    check(suites.RAW_RECORDS, suites.raw_records_frame(raw))
-    check(suites.records_suite(raw.select(pl.len()).collect().item()), suites.records_frame(records))
+    records = tables["records"]
+    check(*LANDING_TABLES)
     with timed("dedup"):
         papers, occurrences = dedup.deduplicate(records, NearConfig() if near else None)
         papers = keep("papers", with_plain_text(papers, "abstract", "abstract_plain"))
         occurrences = keep("paper_occurrences", occurrences)
         tables |= {"papers": papers, "paper_occurrences": occurrences, "source_overlap": keep("source_overlap", dedup.source_overlap(occurrences))}
-    check(suites.PAPERS, suites.papers_frame(papers))
-    check(suites.PAPER_OCCURRENCES, suites.paper_occurrences_frame(occurrences, raw, papers))
-    check(suites.SOURCE_OVERLAP, tables["source_overlap"])
+    check("papers", "paper_occurrences", "source_overlap")
     if enrich:
         with timed("enrich"):
             tables["paper_links"] = keep("paper_links", links.extract_links(dedup.variant_texts(papers, occurrences, records)))
             tables["paper_names"] = keep("paper_names", names.extract_names(papers))
-            taxonomy = topics.load_taxonomy()
-            tables["paper_topics"] = keep("paper_topics", topics.tag_topics(papers, taxonomy))
-        check(suites.PAPERS_PLAIN_TEXT, suites.papers_plain_text_frame(papers))
-        check(suites.PAPER_LINKS, suites.paper_links_frame(tables["paper_links"], papers))
-        check(suites.PAPER_NAMES, suites.paper_names_frame(tables["paper_names"], papers))
-        check(suites.paper_topics_suite(taxonomy.topic_ids()), suites.paper_topics_frame(tables["paper_topics"], papers))
+            tables["paper_topics"] = keep("paper_topics", topics.tag_topics(papers, topics.load_taxonomy()))
+        check("paper_links", "paper_names", "paper_topics")
     with timed("publish"):
         problems = integrity.cross_table_problems(tables)
         if problems:
