@@ -20,6 +20,7 @@ so the Data Docs work without internet.
 """
 
 import atexit
+import contextlib
 import functools
 import math
 import os
@@ -236,7 +237,8 @@ class GxWorker:
         # spawn, not fork: this process runs Polars', DuckDB's and Dagster's threads.
         self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
                                          initializer=_worker_start, initargs=(os.getpid(),))
-        self._ready = self._pool.submit(_gx_ready)  # the process starts, and imports GX, now
+        with _environment(WORKER_ALLOCATOR):  # what the process is started with
+            self._ready = self._pool.submit(_gx_ready)  # the process starts, and imports GX, now
 
     def validate(self, suite: Suite, narrow: pl.DataFrame, docs_dir: Path | None):
         return self.result(self._pool.submit(_validate_deferring_docs, suite, narrow, docs_dir))
@@ -295,6 +297,26 @@ class GxWorker:
 
 
 _shared: GxWorker | None = None
+
+# The worker's Polars hands freed memory back to the system at once instead of keeping it for
+# reuse (jemalloc keeps it ~10 s by default): the worker's frames come and go in bursts, often
+# while the run's main process is at its own peak.
+WORKER_ALLOCATOR = {"_RJEM_MALLOC_CONF": "dirty_decay_ms:0,muzzy_decay_ms:0"}
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str]):
+    """``values`` set in os.environ (what a process started meanwhile inherits), then restored."""
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _worker_start(parent: int) -> None:
