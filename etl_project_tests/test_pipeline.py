@@ -16,7 +16,7 @@ def materialize(landing: Path, warehouse: Path):
 
 
 @pytest.fixture(scope="module")
-def published(tmp_path_factory) -> Path:
+def run(tmp_path_factory):
     import shutil
 
     from etl_project_tests.conftest import SEEDS
@@ -27,7 +27,25 @@ def published(tmp_path_factory) -> Path:
     assert result.success
     assert all(c.passed for c in result.get_asset_check_evaluations())
     assert len(result.get_asset_check_evaluations()) == 11
-    return root / "warehouse"
+    return root / "warehouse", result
+
+
+@pytest.fixture(scope="module")
+def published(run) -> Path:
+    return run[0]
+
+
+def test_checks_report_after_the_assets_and_the_publish_comes_last(run):
+    """The steps' order that lets validation overlap the next stages: every asset step that can run
+    runs before any check step (their suites were started in the background meanwhile), and the
+    publish waits for every check."""
+    _, result = run
+    started = [e.step_key for e in result.all_events if e.event_type_value == "STEP_START"]
+    checks = [i for i, key in enumerate(started) if key.endswith(("_suite", "_near_duplicate_clusters"))]
+    assets = [i for i, key in enumerate(started) if i not in checks and key != "warehouse"]
+    assert len(checks) == 11 and len(assets) == 7
+    assert max(assets) < min(checks)
+    assert started[-1] == "warehouse"
 
 
 def test_seed_figures_in_the_lake(published: Path):

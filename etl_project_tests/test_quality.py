@@ -21,31 +21,35 @@ from etl_project_tests.conftest import SEEDS
 
 
 @pytest.fixture(scope="module")
-def seed_frames(tmp_path_factory) -> dict[str, tuple[suites.Suite, pl.DataFrame]]:
-    """Every suite with the frame its asset check validates, built from the seeds and a copy of
-    each (four files, six overlapping pairs)."""
+def seed_tables(tmp_path_factory) -> dict[str, pl.DataFrame]:
+    """Every table a suite check reads, built from the seeds and a copy of each (four files, six
+    overlapping pairs)."""
     landing = tmp_path_factory.mktemp("landing")
     for seed in SEEDS.glob("*.txt"):
         shutil.copy(seed, landing / seed.name)
         shutil.copy(seed, landing / f"copy_{seed.name}")
     tables = ingest.file_tables(ingest.read_landing_folder(landing))
-    raw = tables["raw_records"]
     papers, occurrences = dedup.deduplicate(tables["records"], None)
     papers = papers.with_columns(abstract_plain=plain_text(pl.col("abstract")))
-    taxonomy = topics.load_taxonomy()
-    cases = [
-        (suites.SOURCE_FILES, suites.source_files_frame(tables["source_files"], raw, tables["rejected_records"])),
-        (suites.RAW_RECORDS, suites.raw_records_frame(raw)),
-        (suites.records_suite(raw.height), suites.records_frame(tables["records"])),
-        (suites.PAPERS, suites.papers_frame(papers)),
-        (suites.PAPER_OCCURRENCES, suites.paper_occurrences_frame(occurrences, raw, papers)),
-        (suites.SOURCE_OVERLAP, dedup.source_overlap(occurrences)),
-        (suites.PAPERS_PLAIN_TEXT, suites.papers_plain_text_frame(papers)),
-        (suites.PAPER_LINKS, suites.paper_links_frame(links.extract_links(papers), papers)),
-        (suites.PAPER_NAMES, suites.paper_names_frame(names.extract_names(papers), papers)),
-        (suites.paper_topics_suite(taxonomy.topic_ids()), suites.paper_topics_frame(topics.tag_topics(papers, taxonomy), papers)),
-    ]
-    return {suite.name: (suite, frame) for suite, frame in cases}
+    return tables | {
+        "papers": papers,
+        "paper_occurrences": occurrences,
+        "source_overlap": dedup.source_overlap(occurrences),
+        "paper_links": links.extract_links(papers),
+        "paper_names": names.extract_names(papers),
+        "paper_topics": topics.tag_topics(papers, topics.load_taxonomy()),
+    }
+
+
+@pytest.fixture(scope="module")
+def seed_frames(seed_tables) -> dict[str, tuple[suites.Suite, pl.DataFrame]]:
+    """Every suite with the frame its asset check validates (as suites.SUITE_CHECKS pairs them)."""
+    cases = {}
+    for check in suites.SUITE_CHECKS.values():
+        tables = [seed_tables[t] for t in check.tables]
+        suite, frame = check.suite(*tables), check.frame(*tables)
+        cases[suite.name] = (suite, frame.lazy().collect())
+    return cases
 
 
 def plain_gx(suite: suites.Suite, frame: pl.DataFrame) -> list[runner.RuleResult]:
@@ -110,6 +114,39 @@ def test_the_worker_process_gives_the_in_process_results_and_pages(seed_frames, 
     index = (tmp_path / "docs" / "index.html").read_text()
     assert all(page.name in index for page in pages)  # the index written after the last page lists all
     assert runner.GxWorker.shared() is worker  # one per process
+
+
+def test_a_check_is_validated_in_the_background_once_its_tables_are_staged(seed_tables, seed_frames, tmp_path: Path):
+    """What the IO manager starts as each table is staged: every check whose tables this run has
+    staged, once, with the verdict run_suite gives in process; the check's step and the publish
+    gate then get that same validation, not a second one."""
+    from etl_project import stage
+    from etl_project.quality import background
+
+    run = "run-under-test"
+    order = ["raw_records", "records", "source_files", "rejected_records", "papers", "paper_occurrences",
+             "source_overlap", "paper_links", "paper_names", "paper_topics"]
+    started_after = {}
+    for table in order:
+        stage.write(seed_tables[table], stage.run_path(tmp_path, run, table))
+        background.start_ready(run, tmp_path, table)
+        started_after[table] = {name for (r, name) in background._started if r == run}
+    assert started_after["raw_records"] == {"raw_records_suite"}
+    assert started_after["records"] == {"raw_records_suite", "records_suite"}  # it reads raw_records too
+    assert "source_files_suite" in started_after["rejected_records"] - started_after["source_files"]
+    assert started_after["paper_topics"] == set(suites.SUITE_CHECKS)
+    for check in suites.SUITE_CHECKS.values():
+        paths = {t: stage.run_path(tmp_path, run, t) for t in check.tables}
+        future = background._started[(run, check.name)][1]
+        assert background.start(run, tmp_path, check, paths) is future  # asked again: the same validation
+        result = background.verdict(run, tmp_path, check, paths)
+        suite, frame = seed_frames[result.suite.name]
+        here = runner.run_suite(suite, frame)
+        assert [comparable(r) for r in result.results] == [comparable(r) for r in here.results], check.name
+        assert result.passed and result.docs_page
+    assert runner.GxWorker.shared().flush_docs() == []
+    background.forget(run)
+    assert not [key for key in background._started if key[0] == run]
 
 
 def test_a_data_docs_page_that_cannot_be_rendered_is_reported_by_the_next_flush(seed_frames, tmp_path: Path):
