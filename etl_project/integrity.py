@@ -1,6 +1,6 @@
 """Cross-table consistency, asserted again at publish time.
 
-The blocking checks validate each table when it is produced, and a full run publishes only
+The suite checks validate each table when it is produced, and a full run publishes only
 tables it produced itself. A run of only some assets (from the UI, say) publishes others from
 their latest materializations, made by other runs: these cheap joins make sure that they still
 describe the same records, and the publish step refuses when they do not.

@@ -119,3 +119,26 @@ def test_failed_error_check_stops_publish(seeds_copy: Path, tmp_path: Path, monk
     assert not result.success
     assert not Lake.of(tmp_path / "wh").exists()  # no catalog: nothing was published
     assert not list((tmp_path / "wh").glob("data/main/*/*.parquet"))
+
+
+def test_a_run_of_only_the_warehouse_refuses_tables_an_earlier_run_failed_to_check(seeds_copy: Path, tmp_path: Path, monkeypatch):
+    """The publish validates the very files it would publish: tables staged by a run whose checks
+    failed are refused by a later run of the warehouse alone (from the UI, or a re-execution),
+    whose selection holds no check."""
+    import dagster as dg
+
+    from etl_project import dedup
+    from etl_project.definitions import ETL_JOB, build_defs
+
+    instance = dg.DagsterInstance.ephemeral()
+    with monkeypatch.context() as patch:
+        patch.setattr(dedup, "paper_id_of", lambda key: "not-a-hex-id")
+        assert not materialize_all(seeds_copy, tmp_path / "wh", instance).success
+    job = build_defs(str(seeds_copy), str(tmp_path / "wh")).resolve_job_def(ETL_JOB)
+    result = job.execute_in_process(instance=instance, asset_selection=[dg.AssetKey("warehouse")], raise_on_error=False)
+    assert not result.success
+    assert not result.get_asset_check_evaluations()  # no check ran in this run
+    (failure,) = result.get_step_failure_events()
+    assert failure.step_key == "warehouse"
+    assert "papers:papers_suite" in failure.step_failure_data.error.message
+    assert not Lake.of(tmp_path / "wh").exists()

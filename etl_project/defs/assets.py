@@ -185,11 +185,11 @@ def source_overlap(paper_occurrences: pl.LazyFrame) -> dg.Output[pl.DataFrame]:
 def warehouse(context: dg.AssetExecutionContext, etl: EtlSettings, gx: GxValidation, **staged: Path) -> dg.MaterializeResult:
     """Publish every table into the DuckLake (warehouse/catalog.sqlite + warehouse/data/) as one
     snapshot whose commit message names this run: readers see the previous snapshot or this one.
-    Publishes only when every suite check of this run passed at ERROR severity (a check failing
-    only WARN expectations does not stop it). Every table comes from this run's own stage;
-    tables taken from earlier runs (a run of only some assets) must still line up, or nothing is
-    published."""
-    failed = gx.blocking_failures(context, etl.warehouse)
+    Publishes only when every suite check passes at ERROR severity on the very files published,
+    whichever run staged them (a check failing only WARN expectations does not stop it). Every
+    table comes from this run's own stage; tables taken from earlier runs (a run of only some
+    assets) must still line up, or nothing is published."""
+    failed = gx.blocking_failures(context, etl.warehouse, staged)
     if failed:
         raise dg.Failure(f"not publishing: {len(failed)} check(s) failed at ERROR severity: {', '.join(failed)}")
     tables = {name: pl.scan_parquet(path) for name, path in staged.items()}

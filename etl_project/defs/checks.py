@@ -31,8 +31,7 @@ def check_result(result: SuiteResult) -> dg.AssetCheckResult:
     of the validation's Data Docs page.
 
     Any failed expectation fails the check; with only WARN expectations failed it fails at WARN
-    severity, which Dagster does not block on (a blocking check stops what depends on it only on a
-    failed ERROR severity)."""
+    severity, which does not stop the publish (SuiteResult.blocks: only a failed ERROR rule does)."""
     expectations = [_expectation_row(r) for r in result.results]
     failures = [row for row, r in zip(expectations, result.results) if not r.success]
     failed_severities = sorted({r.rule.severity for r in result.failed})

@@ -3,6 +3,7 @@ that runs Great Expectations, and the stage that keeps frames between steps."""
 
 import contextlib
 import os
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -105,18 +106,17 @@ class GxValidation(dg.ConfigurableResource):
             paths[table] = path
         return background.verdict(context.run.run_id, warehouse, check, paths)
 
-    def blocking_failures(self, context: dg.AssetExecutionContext, warehouse: Path) -> list[str]:
-        """The suite checks this run selected, on tables it staged, that failed at ERROR
-        severity (``asset:check``): what stops the publish. Waits for their verdicts."""
-        selected = context.run.asset_check_selection  # None: every check of the job
+    def blocking_failures(self, context: dg.AssetExecutionContext, warehouse: Path, staged: Mapping[str, Path]) -> list[str]:
+        """The suite checks that fail at ERROR severity on the tables about to be published
+        (``staged``: each table's file), as ``asset:check``: what stops the publish. Waits for the
+        validations this run started when it staged those files, and validates now the files it
+        did not stage (taken from earlier runs: a run of only some assets, a re-execution)."""
         failed = []
         for check in SUITE_CHECKS.values():
-            key = dg.AssetCheckKey(dg.AssetKey(check.asset), check.name)
-            if selected is not None and key not in selected:
+            if not all(table in staged for table in check.tables):
                 continue
-            if not stage.run_path(warehouse, context.run.run_id, check.asset).exists():
-                continue  # validated by the run that staged it
-            if self.verdict(context, warehouse, check).blocks:
+            paths = {table: staged[table] for table in check.tables}
+            if background.verdict(context.run.run_id, warehouse, check, paths).blocks:
                 failed.append(f"{check.asset}:{check.name}")
         return failed
 
