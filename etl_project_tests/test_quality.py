@@ -75,9 +75,9 @@ def comparable(result: runner.RuleResult) -> tuple:
 
 
 def broken(suite: suites.Suite, frame: pl.DataFrame) -> pl.DataFrame:
-    """Every string column the suite reads with row 1 a copy of row 0 and row 2 null: duplicates
+    """Every string column the suite reads (that the frame has) with row 1 a copy of row 0 and row 2 null: duplicates
     and missing values for its unique, compound-unique and not-null rules alike."""
-    text = [c for c in suite.columns() if frame.schema[c] == pl.String]
+    text = [c for c in suite.columns() if frame.schema.get(c) == pl.String]
     row = pl.int_range(pl.len())
     return frame.with_columns(
         pl.when(row == 1).then(pl.col(c).first()).when(row == 2).then(None).otherwise(pl.col(c)).alias(c) for c in text
@@ -99,31 +99,15 @@ def test_every_suite_gives_the_verdicts_gx_gives_on_the_plain_frame(seed_frames,
         assert not result.passed
 
 
-def test_the_worker_process_gives_the_in_process_results_and_pages(seed_frames, tmp_path: Path):
-    """What a Dagster run's checks get from GxWorker is what run_suite gives in process: every
-    verdict, count and decoded sample, on good and broken frames, and a Data Docs page."""
-    worker, pages = runner.GxWorker.shared(), []
-    for name, (suite, frame) in seed_frames.items():
-        for case in (frame, broken(suite, frame)):
-            here, there = runner.run_suite(suite, case), runner.run_suite(suite, case, tmp_path / "docs", worker)
-            assert [comparable(r) for r in there.results] == [comparable(r) for r in here.results], name
-            assert (there.row_count, there.passed) == (here.row_count, here.passed)
-            pages.append(Path(runner._file_path(there.docs_page)))
-    assert worker.flush_docs() == []  # the worker renders the pages after answering
-    assert all(page.is_file() and "cdn." not in page.read_text() for page in pages)
-    index = (tmp_path / "docs" / "index.html").read_text()
-    assert all(page.name in index for page in pages)  # the index written after the last page lists all
-    assert runner.GxWorker.shared() is worker  # one per process
-
-
 def test_a_check_is_validated_in_the_background_once_its_tables_are_staged(seed_tables, seed_frames, tmp_path: Path):
     """What the IO manager starts as each table is staged: every check whose tables this run has
-    staged, once, with the verdict run_suite gives in process; the check's step and the publish
-    gate then get that same validation, not a second one."""
+    staged, once, in the worker process, with the verdicts, counts and decoded samples run_suite
+    gives in process and a Data Docs page; the check's step and the publish gate then get that
+    same validation, not a second one."""
     from etl_project import stage
     from etl_project.quality import background
 
-    run = "run-under-test"
+    run, pages = "run-under-test", []
     order = ["raw_records", "records", "source_files", "rejected_records", "papers", "paper_occurrences",
              "source_overlap", "paper_links", "paper_names", "paper_topics"]
     started_after = {}
@@ -143,10 +127,33 @@ def test_a_check_is_validated_in_the_background_once_its_tables_are_staged(seed_
         suite, frame = seed_frames[result.suite.name]
         here = runner.run_suite(suite, frame)
         assert [comparable(r) for r in result.results] == [comparable(r) for r in here.results], check.name
-        assert result.passed and result.docs_page
-    assert runner.GxWorker.shared().flush_docs() == []
+        assert result.passed
+        pages.append(Path(runner._file_path(result.docs_page)))
+    worker = runner.GxWorker.shared()
+    assert worker.flush_docs() == []  # the worker renders the pages after answering
+    assert all(page.is_file() and "cdn." not in page.read_text() for page in pages)
+    index = (background.docs_dir(tmp_path, run) / "index.html").read_text()
+    assert all(page.name in index for page in pages)  # the index written after the last page lists all
+    assert runner.GxWorker.shared() is worker  # one per process
     background.forget(run)
     assert not [key for key in background._started if key[0] == run]
+
+
+@pytest.mark.parametrize("table", ["raw_records", "source_overlap"])
+def test_failures_found_in_the_worker_are_the_ones_found_in_process(seed_tables, tmp_path: Path, table: str):
+    """A broken table (duplicates and nulls where the suite forbids them) fails in the worker
+    exactly as in process: same failed rules, counts and samples, decoded back to the text."""
+    from etl_project import stage
+    from etl_project.quality import background
+
+    (check,) = [c for c in suites.SUITE_CHECKS.values() if c.asset == table and not c.extra]
+    bad = broken(check.suite(seed_tables[table]), seed_tables[table].lazy().collect())
+    stage.write(bad, stage.run_path(tmp_path, "broken", table))
+    there = background.verdict("broken", tmp_path, check, {table: stage.run_path(tmp_path, "broken", table)})
+    here = runner.run_suite(check.suite(bad), check.frame(bad))
+    assert not there.passed and there.blocks
+    assert [comparable(r) for r in there.results] == [comparable(r) for r in here.results]
+    background.forget("broken")
 
 
 def test_a_data_docs_page_that_cannot_be_rendered_is_reported_by_the_next_flush(seed_frames, tmp_path: Path):

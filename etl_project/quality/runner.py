@@ -183,13 +183,12 @@ def gx_frame(suite: Suite, frame: pl.DataFrame) -> tuple[pl.DataFrame, list[str]
     return frame.lazy().with_row_index(_ROW).select(exprs).collect(), coded
 
 
-def run_suite(suite: Suite, frame: pl.DataFrame | pl.LazyFrame, docs_dir: Path | None = None,
-              worker: "GxWorker | None" = None) -> SuiteResult:
-    """Validate ``frame`` against ``suite`` with GX; with ``docs_dir``, also render the result's
-    Data Docs page and the site index there. A LazyFrame is collected with only the suite's
-    columns, so a check over a scan of a big table never loads the columns it does not read.
-    With ``worker``, GX runs in that process (see GxWorker); else in this one."""
-    return _run_suite(suite, frame, docs_dir, worker.validate if worker else validate_narrow)
+def run_suite(suite: Suite, frame: pl.DataFrame | pl.LazyFrame, docs_dir: Path | None = None) -> SuiteResult:
+    """Validate ``frame`` against ``suite`` with GX in this process; with ``docs_dir``, also render
+    the result's Data Docs page and the site index there. A LazyFrame is collected with only the
+    suite's columns, so a check over a scan of a big table never loads the columns it does not
+    read. (A Dagster run validates in its GxWorker instead: GxWorker.submit_staged.)"""
+    return _run_suite(suite, frame, docs_dir, validate_narrow)
 
 
 def _run_suite(suite: Suite, frame: pl.DataFrame | pl.LazyFrame, docs_dir: Path | None, validate) -> SuiteResult:
@@ -223,12 +222,13 @@ class GxWorker:
 
     Importing GX costs about 3 s of one core, and the first check of a run would wait for it. A
     worker started when the run starts (or, for ``etl-project run``, when the command starts)
-    imports GX while this process parses the landing files; the checks then hand it the narrow
-    frame gx_frame made (pickled: a few integer columns) and get plain outcomes back, with the
-    URL of the validation's Data Docs page: the worker renders the page after answering, while
-    the run goes on (``flush_docs`` waits for the pages). One worker serves the whole process
-    (``shared``), as one GX context does in process; it exits with this process, even one that
-    is killed (it watches its parent)."""
+    imports GX while this process parses the landing files. A check is handed to it by name with
+    the staged files of the tables it reads (``submit_staged``): the worker makes the check's
+    frame from them and validates it while this process goes on with the run, and answers with
+    the result (its samples decoded, plain values) and the URL of the validation's Data Docs page,
+    which it renders after answering (``flush_docs`` waits for the pages). One worker serves the
+    whole process (``shared``), as one GX context does in process; it exits with this process,
+    even one that is killed (it watches its parent)."""
 
     def __init__(self):
         import multiprocessing
@@ -239,9 +239,6 @@ class GxWorker:
                                          initializer=_worker_start, initargs=(os.getpid(),))
         with _environment(WORKER_ALLOCATOR):  # what the process is started with
             self._ready = self._pool.submit(_gx_ready)  # the process starts, and imports GX, now
-
-    def validate(self, suite: Suite, narrow: pl.DataFrame, docs_dir: Path | None):
-        return self.result(self._pool.submit(_validate_deferring_docs, suite, narrow, docs_dir))
 
     def submit_staged(self, check: str, suite: Suite, paths: dict[str, Path], docs_dir: Path | None) -> "Future[SuiteResult]":
         """Start validating the suite check ``check`` (a name in suites.SUITE_CHECKS) on the staged
