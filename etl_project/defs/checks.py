@@ -1,9 +1,9 @@
 """Asset checks: one Great Expectations suite per table (etl_project/quality/suites.py,
 SUITE_CHECKS), validated in the background as soon as a run has staged the tables a suite reads
 (etl_project/quality/background.py). A failed ERROR expectation stops the publish: the
-``warehouse`` asset publishes only when every suite check of its run passed at ERROR. A check
-whose only failed expectations are WARN ones (``mostly`` ranges) fails at WARN severity: shown
-as failed, not blocking. Plus one report on near-duplicate clusters (near_duplicate_clusters).
+``warehouse`` asset publishes only when every suite passes at ERROR on the files it publishes.
+A check whose only failed expectations are WARN ones (``mostly`` ranges) fails at WARN severity:
+shown as failed, not blocking. Plus one report on near-duplicate clusters (near_duplicate_clusters).
 
 The checks' steps come after every asset step that is ready (Dagster's step priority): by then
 the worker has validated while the run's next stages ran, so a check step mostly reports."""

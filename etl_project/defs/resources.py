@@ -94,8 +94,7 @@ class GxValidation(dg.ConfigurableResource):
         if context.run_id:
             background.forget(context.run_id)
 
-    def verdict(self, context: dg.AssetCheckExecutionContext | dg.AssetExecutionContext, warehouse: Path,
-                check: SuiteCheck) -> runner.SuiteResult:
+    def verdict(self, context: dg.AssetCheckExecutionContext, warehouse: Path, check: SuiteCheck) -> runner.SuiteResult:
         """``check``'s result on the tables as this run staged them (or, for a table it did not
         stage, as the latest materialization left it)."""
         paths = {}
