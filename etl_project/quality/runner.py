@@ -317,9 +317,13 @@ def _environment(values: dict[str, str]):
 
 
 def _worker_start(parent: int) -> None:
-    """In the worker: exit as soon as the process that started it is gone; and at exit, skip
-    the interpreter's teardown of GX's thousands of modules (about a second at the end of every
-    run, which waits for it): the worker's files are written and closed by then."""
+    """In the worker: yield the CPU to the run (the worker validates while the run's next stages
+    go on, and only the publish waits for it, so the run's own steps come first); exit as soon as
+    the process that started it is gone; and at exit, skip the interpreter's teardown of GX's
+    thousands of modules (about a second at the end of every run, which waits for it): the
+    worker's files are written and closed by then."""
+    os.nice(10)
+
     def watch():
         while os.getppid() == parent:
             time.sleep(0.5)
