@@ -31,8 +31,8 @@ _lock = threading.Lock()
 
 def start(run_id: str, warehouse: Path, check: SuiteCheck, paths: dict[str, Path]) -> Future:
     """The validation of ``check`` on ``paths`` (one staged file per table it reads) for this
-    run of ``warehouse``, started now unless it was already. An error making the suite is the future's error, so
-    the check's step reports it."""
+    run of ``warehouse``, started now unless it was already. An error making the suite becomes
+    the future's error, so that the check's step reports it."""
     with _lock:
         known = _started.get((run_id, check.name))
         if known and known[0] == paths:
