@@ -97,12 +97,8 @@ class GxValidation(dg.ConfigurableResource):
     def verdict(self, context: dg.AssetCheckExecutionContext, warehouse: Path, check: SuiteCheck) -> runner.SuiteResult:
         """``check``'s result on the tables as this run staged them (or, for a table it did not
         stage, as the latest materialization left it)."""
-        paths = {}
-        for table in check.tables:
-            path = staged_file(context.instance, warehouse, dg.AssetKey(table), context.run.run_id)
-            if path is None:
-                raise FileNotFoundError(f"{table!r} has no staged output in {warehouse}: materialize it first")
-            paths[table] = path
+        paths = {table: staged_file(context.instance, warehouse, dg.AssetKey(table), context.run.run_id)
+                 for table in check.tables}
         return background.verdict(context.run.run_id, warehouse, check, paths)
 
     def blocking_failures(self, context: dg.AssetExecutionContext, warehouse: Path, staged: Mapping[str, Path]) -> list[str]:
@@ -146,8 +142,6 @@ class StageIOManager(dg.ConfigurableIOManager):
                 return {table: frame.lazy() for table, frame in ingest.file_tables([]).items()}
             return stage.scan_partitions(self.etl.warehouse, asset, keys)
         path = staged_file(context.instance, self.etl.warehouse, context.asset_key, _producing_run(context))
-        if path is None:
-            raise FileNotFoundError(f"{asset!r} has no staged output in {self.etl.warehouse}: materialize it first")
         if context.dagster_type.typing_type is Path:  # the file itself (what publish links)
             return path
         if context.dagster_type.typing_type is pl.LazyFrame:
@@ -155,15 +149,20 @@ class StageIOManager(dg.ConfigurableIOManager):
         return pl.read_parquet(path)
 
 
-def staged_file(instance: dg.DagsterInstance, warehouse: Path, asset_key: dg.AssetKey, run_id: str | None) -> Path | None:
+def staged_file(instance: dg.DagsterInstance, warehouse: Path, asset_key: dg.AssetKey, run_id: str | None) -> Path:
     """The asset's staged file from run ``run_id``, else from the run of its latest
-    materialization: the instance is asked only then (a query of its event log per input adds up)."""
+    materialization: the instance is asked only then (a query of its event log per input adds up).
+    Raises FileNotFoundError when neither staged it."""
     def runs():
         yield run_id
         latest = instance.get_latest_materialization_event(asset_key)
         yield latest.run_id if latest else None
 
-    return stage.existing(stage.run_path(warehouse, run, asset_key.to_user_string()) for run in runs() if run)
+    asset = asset_key.to_user_string()
+    path = stage.existing(stage.run_path(warehouse, run, asset) for run in runs() if run)
+    if path is None:
+        raise FileNotFoundError(f"{asset!r} has no staged output in {warehouse}: materialize it first")
+    return path
 
 
 def _producing_run(context: dg.InputContext) -> str | None:
