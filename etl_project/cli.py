@@ -90,7 +90,11 @@ def run_pipeline(seeds: Path | None, warehouse: Path | None, full: bool = False,
             plan, result = launch.run_in_process(
                 defs.resolve_job_def(ETL_JOB), instance, seeds, warehouse,
                 full=full, run_config=QUIET_LOGS, allow_removals=allow_removals or settings.allow_removals(),
+                build=defs.resources["etl"].build_fingerprint(),
             )
+        except launch.NothingChanged as exc:
+            print(exc)
+            return 0
         except (launch.RunRefused, ingest.LandingFolderError) as exc:
             return not_started(str(exc), warehouse)
         warnings = logged_warnings(instance, result.run_id)

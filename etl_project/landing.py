@@ -177,6 +177,8 @@ class Plan:
     # warehouse; with DuckLake: the rows of source_files); what removal_refusal weighs.
     published: frozenset[str] = frozenset()
     full: bool = False
+    # sha256 of each file of the folder as the look that made the plan saw it (None: unreadable).
+    hashes: Mapping[str, str | None] = field(default_factory=dict)
 
     @property
     def removed(self) -> list[str]:
@@ -208,7 +210,8 @@ def removal_refusal(plan: Plan, published: Collection[str] | None = None) -> str
     return None
 
 
-def make_plan(changes: Changes, existing: list[str], full: bool = False, published: Collection[str] = ()) -> Plan:
+def make_plan(changes: Changes, existing: list[str], full: bool = False, published: Collection[str] = (),
+              hashes: Mapping[str, str | None] | None = None) -> Plan:
     """Partition bookkeeping for ``changes``; a full refresh parses every file, otherwise only
     the new and changed ones, which end up last, so the range holds exactly them. Files that
     already are the newest partitions (another run just added them) are not moved again."""
@@ -224,4 +227,4 @@ def make_plan(changes: Changes, existing: list[str], full: bool = False, publish
         to_delete, to_add = [*removed, *readd], wanted
         order = [k for k in remaining if k not in set(readd)] + wanted
     to_parse = order if full else order[len(order) - len(wanted):] if wanted else []
-    return Plan(changes, to_delete, to_add, to_parse, frozenset(published), full)
+    return Plan(changes, to_delete, to_add, to_parse, frozenset(published), full, dict(hashes or {}))

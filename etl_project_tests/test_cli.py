@@ -82,6 +82,21 @@ def test_run_prints_the_seeds_figures_and_is_in_the_instance_history(lake, monke
         assert [r.job_name for r in runs] == ["etl", "etl"] and all(r.is_success for r in runs)
 
 
+def test_a_run_with_nothing_changed_starts_no_run_and_publishes_nothing(lake, monkeypatch):
+    before = history(lake)
+    again = lake.cli("run", "--seeds", "landing", "--warehouse", "warehouse")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert again.stdout.strip() == (f"nothing changed; snapshot {before[0]['snapshot_id']} stays current (2 file(s), each as "
+                                    "published, by the same code and settings; --full rebuilds anyway)")
+    assert history(lake) == before
+
+    import dagster as dg
+
+    monkeypatch.setenv("DAGSTER_HOME", lake.env["DAGSTER_HOME"])
+    with dg.DagsterInstance.get() as instance:
+        assert len(instance.get_runs()) == 2
+
+
 def test_sql_prints_the_answer_as_the_duckdb_cli_does(lake):
     done = lake.sql(FIGURES)
     assert done.returncode == 0, done.stderr

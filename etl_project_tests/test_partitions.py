@@ -10,6 +10,7 @@ import etl_project
 from etl_project import landing, stage
 from etl_project.defs import launch
 from etl_project.defs.partitions import LANDING_FILES
+from etl_project.defs.resources import EtlSettings
 from etl_project_tests.conftest import materialize_all
 from etl_project_tests.warehouse_helpers import query
 
@@ -90,6 +91,36 @@ def test_runs_follow_the_folder_new_changed_removed(tmp_path: Path, instance):
     assert sorted(p.name for p in staged.glob("*.parquet")) == sorted(
         f"{stage.partition_id(k)}.parquet" for k in ["b.txt", "c.txt"]
     )  # a.txt's staged tables were pruned
+
+
+def test_a_run_is_needed_until_the_snapshot_holds_the_folder_as_it_is(tmp_path: Path, instance):
+    landing_dir, warehouse = tmp_path / "landing", tmp_path / "wh"
+    landing_dir.mkdir()
+    (landing_dir / "a.txt").write_text(paper_list("A", *ABSTRACTS[:2]))
+    (landing_dir / "b.txt").write_text(paper_list("B", *ABSTRACTS[2:4]))
+    build = EtlSettings().build_fingerprint()  # what the definitions' runs record
+
+    def unchanged(build: str = build) -> int | None:
+        return launch.unchanged_snapshot(launch.plan_run(instance, landing_dir, warehouse), warehouse, build)
+
+    assert unchanged() is None  # nothing published yet
+    assert materialize_all(landing_dir, warehouse, instance).success
+    [(snapshot,)] = query(warehouse, "SELECT max(snapshot_id) FROM lake.snapshots()")
+    assert unchanged() == snapshot
+    assert unchanged(EtlSettings(near_threshold=0.5).build_fingerprint()) is None  # other settings
+    (landing_dir / "a.txt").touch()
+    assert unchanged() == snapshot  # a touch is not a change
+    (landing_dir / "b.txt").write_text(paper_list("B", ABSTRACTS[3]))
+    assert unchanged() is None  # changed content
+    (landing_dir / "b.txt").write_text(paper_list("B", *ABSTRACTS[2:4]))
+    assert unchanged() == snapshot
+    # A removal whose run never published: the partition is gone, so the plan has nothing left to
+    # do, but the snapshot still holds the file.
+    (landing_dir / "b.txt").unlink()
+    launch.apply_plan(instance, launch.plan_run(instance, landing_dir, warehouse))
+    plan = launch.plan_run(instance, landing_dir, warehouse)
+    assert (plan.to_parse, plan.to_delete) == ([], [])
+    assert launch.unchanged_snapshot(plan, warehouse, build) is None
 
 
 def test_an_empty_landing_folder_publishes_empty_tables(tmp_path: Path, instance):

@@ -197,7 +197,7 @@ def warehouse(context: dg.AssetExecutionContext, etl: EtlSettings, gx: GxValidat
     if problems:
         raise dg.Failure("not publishing inconsistent tables: " + "; ".join(problems))
     target = etl.lake
-    published = publish.publish(staged, target, context.run_id)
+    published = publish.publish(staged, target, context.run_id, build=etl.build_fingerprint())
     context.log.info(f"published snapshot {published.snapshot_id} of {target.catalog}")
     for note in published.notes:
         context.log.warning(note)

@@ -31,6 +31,15 @@ class RunRefused(Exception):
     """A run that must not start; the message is one line saying why and what to do."""
 
 
+class NothingChanged(Exception):
+    """No run is needed: the current snapshot already holds what a run would publish."""
+
+    def __init__(self, snapshot_id: int, files: int):
+        super().__init__(f"nothing changed; snapshot {snapshot_id} stays current ({files} file(s), each as published, "
+                         "by the same code and settings; --full rebuilds anyway)")
+        self.snapshot_id = snapshot_id
+
+
 def range_tags(plan: landing.Plan) -> dict[str, str]:
     """The tags that make a run cover the plan's partitions: one contiguous range."""
     return {RANGE_START: plan.to_parse[0], RANGE_END: plan.to_parse[-1]} if plan.to_parse else {}
@@ -43,8 +52,33 @@ def plan_run(instance: dg.DagsterInstance, seeds: Path, warehouse: Path, full: b
     existing = instance.get_dynamic_partitions(LANDING_FILES.name)
     published = stage.staged_file_hashes(warehouse, PER_FILE_ASSET, existing)
     known = {k: v for k, v in published.items() if k in current}
-    changes, _ = landing.detect_changes(seeds, current, known)
-    return landing.make_plan(changes, existing, full, published=published)
+    changes, looked = landing.detect_changes(seeds, current, known)
+    hashes = {key: state.sha256 for key, state in looked.items()}
+    return landing.make_plan(changes, existing, full, published=published, hashes=hashes)
+
+
+def unchanged_snapshot(plan: landing.Plan, warehouse: Path, build: str) -> int | None:
+    """The current snapshot's id when running would publish the same tables again, else None:
+    the plan parses and removes nothing, the snapshot holds exactly the landing folder's files
+    (names and sha256) and it was built by the same code and settings (``build``,
+    build_info.fingerprint). Decided against the snapshot, not the stage, so the files of a
+    run that failed to publish are published by the next one."""
+    from etl_project import lake, publish
+
+    if plan.full or plan.to_parse or plan.to_delete or plan.changes.growing:
+        return None
+    target = lake.Lake.of(warehouse)
+    if not target.exists():
+        return None
+    try:
+        with lake.attach(target, read_only=True) as con:
+            state = publish.current_state(con)
+    except Exception:  # noqa: BLE001 - a lake that cannot be read is rebuilt by a run, not trusted
+        return None
+    if state is None or state.build != build:
+        return None
+    folder = {ingest.source_file_name(landing.file_name(key)): sha for key, sha in plan.hashes.items()}
+    return state.snapshot_id if folder == state.files else None
 
 
 def removal_refusal(plan: landing.Plan, warehouse: Path) -> str | None:
@@ -164,13 +198,16 @@ def run_in_process(
     full: bool = False,
     run_config: dict | None = None,
     allow_removals: bool = False,
+    build: str | None = None,
 ) -> tuple[landing.Plan, dg.ExecuteInProcessResult]:
     """Sync the partitions with the landing folder and run ``job`` in this process: the per-file
     assets for new and changed files (all files when ``full``), then every cross-file asset.
 
     Raises RunRefused, before anything changed, when the instance serves other folders or the
     plan removes too many published files (landing.removal_refusal) and ``allow_removals`` is
-    not set; ingest.LandingFolderError when the landing folder is missing or unreadable."""
+    not set; NothingChanged, without starting a run, when the current snapshot was built from
+    exactly this landing folder by the same code and settings (``build``; None: always run);
+    ingest.LandingFolderError when the landing folder is missing or unreadable."""
     with home_lock(Path(instance.root_directory)):
         other = serves_other_folders(instance, seeds, warehouse)
         if other:
@@ -181,6 +218,8 @@ def run_in_process(
         if refusal and not allow_removals:
             raise RunRefused(f"{refusal}; nothing was changed. If those files really are gone, run again "
                              "with --allow-removals")
+        if build is not None and (snapshot := unchanged_snapshot(plan, warehouse, build)) is not None:
+            raise NothingChanged(snapshot, len(plan.hashes))
         apply_plan(instance, plan)
     result = job.execute_in_process(
         instance=instance,

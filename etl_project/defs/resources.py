@@ -10,7 +10,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from etl_project import ingest, run_lock, settings, stage
+from etl_project import build_info, ingest, run_lock, settings, stage
 from etl_project.lake import Lake
 from etl_project.near_dedup import NearConfig
 from etl_project.quality import background, runner
@@ -38,6 +38,13 @@ class EtlSettings(dg.ConfigurableResource):
     data_path: str = ""
     near_duplicates: bool = True
     near_threshold: float = NearConfig.threshold
+
+    def build_fingerprint(self) -> str:
+        """The code and the settings that shape the published rows (recorded in each snapshot)."""
+        return build_info.fingerprint({
+            "max_file_bytes": self.max_file_bytes, "max_record_chars": self.max_record_chars,
+            "near_duplicates": self.near_duplicates, "near_threshold": self.near_threshold,
+        })
 
     def near_config(self) -> NearConfig | None:
         if not self.near_duplicates:
