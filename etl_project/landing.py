@@ -1,19 +1,18 @@
-"""The landing folder as a set of per-file partitions: partition keys, fingerprints and changes.
+"""The landing folder as a set of files: file keys, fingerprints, changes and what a run parses.
 
-Every file of the landing folder (after ingest's ignore rules) is one Dagster dynamic partition.
-Its key is the file's name relative to the folder, except that the few things Dagster refuses in a
-partition key are percent-escaped: ``%`` itself, control characters, bytes of a name that is not
-valid UTF-8, and any ``.`` that would complete a ``...``. Keys map back to names exactly.
+Every file of the landing folder (after ingest's ignore rules) has a key: its name relative to the
+folder, except that a few things are percent-escaped so that keys are plain text: ``%`` itself,
+control characters, bytes of a name that is not valid UTF-8, and any ``.`` that would complete a
+``...``. Keys map back to names exactly.
 
 A change is decided by content: a file is new when its key is unknown, changed when its sha256
 differs from the one last parsed, unchanged otherwise (a ``touch`` is not a change). A file is
-*settled* when its size and mtime did not move since the previous look and its mtime is at least
-``settle_seconds`` old, so a half-copied file is not picked up while it grows.
+*settled* when its mtime is at least ``settle_seconds`` old and, when there was a previous look,
+its size and mtime did not move since then, so a half-copied file is not picked up while it grows.
 
-A plan (``make_plan``) turns changes into partition bookkeeping: removed files lose their
-partition; new and changed files are (re-)added after all others, so the files one run parses
-always form one contiguous range of partitions, however many they are. ``removal_refusal`` says when a plan removes too many
-of the published files to be applied without the user's word.
+A plan (``make_plan``) says which files a run parses: the new and changed ones (every file for a
+full refresh). ``removal_refusal`` says when a plan removes too many of the published files to be
+applied without the user's word.
 """
 
 import hashlib
@@ -32,7 +31,7 @@ _ESCAPE = re.compile(r"%([0-9A-F]{2})")
 _HASH_CHUNK = 1 << 20
 
 
-def partition_key(name: str) -> str:
+def file_key(name: str) -> str:
     out: list[str] = []
     for char in name:
         code = ord(char)
@@ -84,7 +83,7 @@ def scan(root: Path) -> dict[str, FileState]:
             info = path.stat()
         except OSError:
             info = path.lstat()
-        found[partition_key(path.relative_to(root).as_posix())] = FileState(info.st_size, info.st_mtime_ns)
+        found[file_key(path.relative_to(root).as_posix())] = FileState(info.st_size, info.st_mtime_ns)
     return found
 
 
@@ -135,7 +134,8 @@ def detect_changes(
     """Compare the folder (``current``) with the sha256 last parsed per key (``known``).
 
     ``previous`` is the previous look (size, mtime and sha256 per key) or None when there is no
-    previous look (the CLI): then every file counts as settled. Returns the changes and the
+    previous look (the CLI, a run): then a file is settled once its mtime is ``settle_seconds``
+    old. Returns the changes and the
     states to remember for the next look (with sha256 filled in for the files that were hashed).
     """
     now_ns = now_ns if now_ns is not None else time.time_ns()
@@ -148,7 +148,7 @@ def detect_changes(
             seen[key] = before  # not touched since it was last hashed and parsed
             unchanged.append(key)
             continue
-        settled = previous is None or (state.same_stat(before) and now_ns - state.mtime_ns >= settle_ns)
+        settled = (previous is None or state.same_stat(before)) and now_ns - state.mtime_ns >= settle_ns
         if not settled:
             seen[key] = state
             growing.append(key)
@@ -167,14 +167,12 @@ def detect_changes(
 
 @dataclass(frozen=True)
 class Plan:
-    """How to bring the partitions in line with the landing folder, and what the run parses."""
+    """What a run parses, and what it removes."""
 
     changes: Changes
-    to_delete: list[str]  # removed files, and changed files about to be added again
-    to_add: list[str]  # new and changed files, added in this order after every other partition
-    to_parse: list[str]  # the run's partition keys: a contiguous range, in partition order
-    # The files the warehouse holds before the run (today: the staged partitions of this
-    # warehouse; with DuckLake: the rows of source_files); what removal_refusal weighs.
+    to_parse: list[str]  # keys, sorted
+    # The files the stage holds before the run (the last parse's manifest): what
+    # removal_refusal weighs when the lake cannot be read.
     published: frozenset[str] = frozenset()
     full: bool = False
     # sha256 of each file of the folder as the look that made the plan saw it (None: unreadable).
@@ -182,7 +180,7 @@ class Plan:
 
     @property
     def removed(self) -> list[str]:
-        return [k for k in self.to_delete if k not in set(self.to_add)]
+        return self.changes.removed
 
 
 ALLOW_REMOVALS_HINT = "--allow-removals (the sensor and schedule: ETL_ALLOW_REMOVALS=1)"
@@ -210,21 +208,11 @@ def removal_refusal(plan: Plan, published: Collection[str] | None = None) -> str
     return None
 
 
-def make_plan(changes: Changes, existing: list[str], full: bool = False, published: Collection[str] = (),
+def make_plan(changes: Changes, full: bool = False, published: Collection[str] = (),
               hashes: Mapping[str, str | None] | None = None) -> Plan:
-    """Partition bookkeeping for ``changes``; a full refresh parses every file, otherwise only
-    the new and changed ones, which end up last, so the range holds exactly them. Files that
-    already are the newest partitions (another run just added them) are not moved again."""
-    still_there = changes.present
-    removed = [k for k in existing if k not in still_there]
-    remaining = [k for k in existing if k in still_there]
-    wanted = changes.to_parse
-    tail = remaining[len(remaining) - len(wanted):] if wanted else []
-    if set(tail) == set(wanted):
-        to_delete, to_add, order = removed, [], remaining
-    else:
-        readd = [k for k in wanted if k in set(existing)]
-        to_delete, to_add = [*removed, *readd], wanted
-        order = [k for k in remaining if k not in set(readd)] + wanted
-    to_parse = order if full else order[len(order) - len(wanted):] if wanted else []
-    return Plan(changes, to_delete, to_add, to_parse, frozenset(published), full, dict(hashes or {}))
+    """A run parses the new and changed files; a full refresh every file it knows or that settled
+    (a new file still growing waits either way)."""
+    known = set(published)
+    everything = [*changes.new, *changes.changed, *changes.unchanged, *(k for k in changes.growing if k in known)]
+    to_parse = sorted(everything) if full else changes.to_parse
+    return Plan(changes, to_parse, frozenset(published), full, dict(hashes or {}))

@@ -83,18 +83,19 @@ def refuse_old_layout(warehouse: Path) -> None:
 
 @dataclass(frozen=True)
 class SnapshotState:
-    """What the current snapshot was published from: its files and the build that made it."""
+    """What the current snapshot was published from, as its commit recorded it (None: not
+    recorded, as by a rollback or an older release)."""
 
     snapshot_id: int
-    build: str | None  # build_info.fingerprint of the run that published it (None: a rollback, an older release)
-    files: dict[str, str | None]  # source_file -> sha256
+    build: str | None  # build_info.fingerprint of the code and settings
+    landing: str | None  # stage.manifest_digest of the landing files
 
 
 def publish(tables: Mapping[str, pl.DataFrame | pl.LazyFrame | Path], target: Lake, run_id: str,
-            retention: Retention | None = None, build: str | None = None) -> Published:
+            retention: Retention | None = None, built_from: Mapping[str, str] | None = None) -> Published:
     """Write ``tables`` (frames, or Parquet files to take as they are) as data files and make
     them, with the search index and views, the lake's new snapshot in one commit, recording
-    ``build`` (build_info.fingerprint) in it. The caller holds the run lock (etl_project/run_lock.py)."""
+    ``built_from`` in it (SnapshotState's ``build`` and ``landing``). The caller holds the run lock (etl_project/run_lock.py)."""
     refuse_old_layout(target.warehouse)
     retention = retention or Retention.from_env()
     con = lake.attach(target, read_only=False, memory_limit=settings.duckdb_memory_limit())
@@ -117,7 +118,7 @@ def publish(tables: Mapping[str, pl.DataFrame | pl.LazyFrame | Path], target: La
                 for statement in contract.comment_statements(name, columns):
                     con.execute(statement)
             warehouse_sql.publish_analysis_layer(con, index_built)
-            _commit_message(con, f"run {run_id}", {"run_id": run_id, "tables": row_counts, "build": build})
+            _commit_message(con, f"run {run_id}", {"run_id": run_id, "tables": row_counts, **(built_from or {})})
 
         notes += _in_transaction(con, snapshot)
         written = [path for path, rows in files.values() if not rows]  # the lake's now, but for empty tables' (never registered)
@@ -255,16 +256,13 @@ def _snapshot_of_run(con: duckdb.DuckDBPyConnection, run_id: str) -> int:
     return int(row[0])
 
 
-def current_state(con: duckdb.DuckDBPyConnection) -> SnapshotState | None:
-    """The current snapshot's files and build, or None when it has no ``source_files`` table."""
+def current_state(con: duckdb.DuckDBPyConnection) -> SnapshotState:
+    """What the current snapshot's commit says it was published from."""
     snapshot_id, extra = con.execute(
         f"SELECT snapshot_id, commit_extra_info FROM {ALIAS}.snapshots() ORDER BY snapshot_id DESC LIMIT 1"
     ).fetchone()
-    if "source_files" not in _all_columns(con, "source_files"):
-        return None
-    files = dict(con.execute("SELECT source_file, sha256 FROM source_files").fetchall())
-    build = (json.loads(extra) if extra else {}).get("build")
-    return SnapshotState(int(snapshot_id), build, files)
+    info = json.loads(extra) if extra else {}
+    return SnapshotState(int(snapshot_id), info.get("build"), info.get("landing"))
 
 
 def _delete_orphans(con: duckdb.DuckDBPyConnection) -> list[str]:

@@ -74,7 +74,7 @@ def dagster_home(warehouse: Path, environ: Mapping[str, str] | None = None) -> P
     """The Dagster instance of a warehouse: ``DAGSTER_HOME`` when set; otherwise the project's
     ``.dagster_home/`` for the project's own warehouse (the home the README's ``dagster dev``
     uses), and ``<warehouse>/.dagster_home`` for any other, so runs over other folders never
-    share partitions, cursors or run history with the project's."""
+    share manifests, cursors or run history with the project's."""
     value = (os.environ if environ is None else environ).get("DAGSTER_HOME", "").strip()
     if value:
         return Path(value).expanduser().resolve()

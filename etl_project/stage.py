@@ -1,9 +1,12 @@
 """The stage: assets' frames kept between steps and runs, under ``<warehouse>/.stage/``.
 
-- the per-file asset holds several tables per landing file, shared by every run:
-  ``.stage/<asset>@<version>/<table>/<id>.parquet``, where ``<id>`` is the XXH3-64 hex of the
-  partition key (file names may hold anything; ids are safe) and ``<version>`` hashes the tables'
-  schemas, so tables staged by an older release of the code are parsed again, never mixed in;
+- the parse step stages the files it parses as one *batch*, shared by every later run:
+  ``.stage/parsed_files@<version>/batches/<batch>/<table>/<part>.parquet`` (a part per
+  BATCH_BYTES of landing bytes, each file's rows within one part, files in source_file order).
+  ``<version>`` hashes the tables' schemas, so tables staged by an older release of the code are
+  parsed again, never mixed in. Which batch holds the current rows of each landing file is the
+  parse step's output, the *manifest* (key, source_file, sha256, batch): a changed file's old rows
+  stay in their batch, unread, until no manifest kept points at that batch any more;
 - an unpartitioned asset is written per run, ``.stage/runs/<run_id>/<asset>.parquet``: a run reads
   what it produced itself (or, for an asset it does not produce, its latest materialization), so
   two runs taking turns step by step never read each other's half-finished work.
@@ -14,7 +17,10 @@ The stage is private to the pipeline; analysts read the published warehouse.
 """
 
 import functools
+import json
 import shutil
+import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -25,6 +31,8 @@ from etl_project import ingest, landing
 
 STAGE = ".stage"
 RUNS = "runs"
+PARSED = "parsed_files"
+BATCHES = "batches"
 # Landing bytes parsed together before they are staged: bounds a parse step's memory, whatever
 # the number of files, at a few tens of times this (short one-line records cost the most per
 # byte). Smaller batches than this cost parse speed; larger ones memory for no speed.
@@ -36,16 +44,21 @@ def _version() -> str:
     return ingest.file_tables_version()
 
 
-def partition_id(key: str) -> str:
-    return xxhash.xxh3_64_hexdigest(key.encode("utf-8", "surrogatepass"))
+def _parsed_folder(warehouse: Path) -> Path:
+    return warehouse / STAGE / f"{PARSED}@{_version()}"
 
 
-def _partitions_folder(warehouse: Path, asset: str) -> Path:
-    return warehouse / STAGE / f"{asset}@{_version()}"
+def batch_folder(warehouse: Path, batch: str) -> Path:
+    return _parsed_folder(warehouse) / BATCHES / batch
 
 
-def partition_path(warehouse: Path, asset: str, table: str, key: str) -> Path:
-    return _partitions_folder(warehouse, asset) / table / f"{partition_id(key)}.parquet"
+def part_path(warehouse: Path, batch: str, table: str, part: int) -> Path:
+    return batch_folder(warehouse, batch) / table / f"{part:06d}.parquet"
+
+
+def new_batch_id() -> str:
+    """Sortable by creation time, unique across runs and machines."""
+    return f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:12]}"
 
 
 def run_path(warehouse: Path, run_id: str, asset: str) -> Path:
@@ -61,11 +74,6 @@ def write(frame: pl.DataFrame | pl.LazyFrame, path: Path) -> None:
     else:
         frame.write_parquet(partial, compression="zstd", statistics=True)
     partial.replace(path)
-
-
-def write_partition(warehouse: Path, asset: str, key: str, tables: dict[str, pl.DataFrame]) -> None:
-    for table, frame in tables.items():
-        write(frame, partition_path(warehouse, asset, table, key))
 
 
 def batches(paths: Iterable[Path], batch_bytes: int | None = None) -> Iterator[list[int]]:
@@ -87,56 +95,87 @@ def batches(paths: Iterable[Path], batch_bytes: int | None = None) -> Iterator[l
         yield batch
 
 
-def scan_partitions(warehouse: Path, asset: str, keys: list[str]) -> dict[str, pl.LazyFrame]:
-    """Each table of the per-file asset, all partitions stacked lazily in the order of their
-    ``source_file`` (code point order, as Polars sorts strings): each file's rows are already in
-    order, so the stack is sorted without a sort that would hold every row in memory.
+MANIFEST_SCHEMA = {"key": pl.String, "source_file": pl.String, "sha256": pl.String, "batch": pl.String}
 
-    Raises FileNotFoundError naming the partitions that were never materialized.
-    """
-    folder = _partitions_folder(warehouse, asset)
-    tables = sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
-    if not tables:
-        raise FileNotFoundError(f"no partition of {asset!r} was ever materialized in {warehouse}")
-    ordered = sorted(keys, key=lambda key: ingest.source_file_name(landing.file_name(key)))
-    stacked = {}
-    for table in tables:
-        paths = [partition_path(warehouse, asset, table, key) for key in ordered]
-        missing = [key for key, path in zip(ordered, paths) if not path.exists()]
-        if missing:
-            shown = ", ".join(repr(k) for k in missing[:5]) + (" ..." if len(missing) > 5 else "")
-            raise FileNotFoundError(
-                f"{len(missing)} partition(s) of {asset!r} were never materialized: {shown}; "
-                "materialize them (or run a full refresh) before the cross-file assets"
-            )
-        stacked[table] = pl.scan_parquet(paths)
+
+def parse_batch(warehouse: Path, root: Path, keys: list[str], batch: str,
+                max_file_bytes: int = ingest.DEFAULT_MAX_FILE_BYTES,
+                max_record_chars: int = ingest.DEFAULT_MAX_RECORD_CHARS) -> pl.DataFrame:
+    """Parse the landing files ``keys`` (landing.file_key names) into the stage's batch
+    ``batch``, BATCH_BYTES of files at a time, each part staged before the next is read: a run of
+    any number of files holds one part in memory. Returns the files' ``source_files`` rows."""
+    names = {key: ingest.source_file_name(landing.file_name(key)) for key in keys}
+    ordered = sorted(keys, key=names.__getitem__)  # parts in source_file order, as the tables are
+    paths = [root / landing.file_name(key) for key in ordered]
+    parsed = []
+    for part, indexes in enumerate(batches(paths)):
+        files = [ingest.read_landing_file(paths[i], root, max_file_bytes) for i in indexes]
+        tables = ingest.file_tables(files, max_record_chars)
+        del files
+        for table, frame in tables.items():
+            write(frame, part_path(warehouse, batch, table, part))
+        parsed.append(tables["source_files"])
+    return pl.concat(parsed) if parsed else ingest.file_tables([])["source_files"]
+
+
+def manifest(keys_by_batch: dict[str, list[str]], hashes: dict[str, str | None]) -> pl.DataFrame:
+    """The manifest of the files ``keys_by_batch`` lists: key, source_file, sha256 and the batch
+    holding its rows, in source_file order."""
+    rows = [(key, ingest.source_file_name(landing.file_name(key)), hashes.get(key), batch)
+            for batch, keys in keys_by_batch.items() for key in keys]
+    return pl.DataFrame(rows, schema=MANIFEST_SCHEMA, orient="row").sort("source_file")
+
+
+def manifest_digest(manifest_frame: pl.DataFrame) -> str:
+    """What the manifest's files are (keys and sha256, not where they are staged): equal digests,
+    equal landing folders as far as a run can tell."""
+    rows = sorted(manifest_frame.select("key", "sha256").rows(), key=lambda row: row[0])
+    return xxhash.xxh3_128_hexdigest(json.dumps(rows).encode())
+
+
+def known_files(warehouse: Path, manifest_frame: pl.DataFrame | None) -> pl.DataFrame:
+    """The rows of a manifest whose batch is staged by this version of the code (the others must
+    be parsed again); an empty manifest when there is none."""
+    if manifest_frame is None:
+        return pl.DataFrame(schema=MANIFEST_SCHEMA)
+    staged = [b for b in manifest_frame["batch"].unique().to_list() if batch_folder(warehouse, b).is_dir()]
+    return manifest_frame.filter(pl.col("batch").is_in(staged))
+
+
+def scan_manifest(warehouse: Path, manifest_frame: pl.DataFrame) -> dict[str, pl.LazyFrame]:
+    """Each parsed table, with the rows of exactly the manifest's files, each from the batch the
+    manifest names, in source_file order: every batch's rows are sorted already, so the batches
+    are merged (a streaming merge), never sorted whole.
+
+    Raises FileNotFoundError naming a batch that is not staged."""
+    empty = {table: frame.lazy() for table, frame in ingest.file_tables([]).items()}
+    by_batch = manifest_frame.group_by("batch", maintain_order=True).agg("source_file").sort("batch").rows()
+    stacked: dict[str, pl.LazyFrame] = {}
+    for table, schema in empty.items():
+        frames = []
+        for batch, files in by_batch:
+            parts = sorted((batch_folder(warehouse, batch) / table).glob("*.parquet"))
+            if not parts:
+                raise FileNotFoundError(f"batch {batch} of the parsed files is not staged in {warehouse}: "
+                                        "run again (a full refresh if it persists)")
+            frames.append(pl.scan_parquet(parts).filter(pl.col("source_file").is_in(files)))
+        stacked[table] = functools.reduce(lambda a, b: a.merge_sorted(b, key="source_file"), frames) if frames else schema
     return stacked
 
 
-def staged_file_hashes(warehouse: Path, asset: str, keys: list[str]) -> dict[str, str | None]:
-    """sha256 of each file as it was when its partition was last parsed (keys never parsed are
-    left out): what a run compares the landing folder with to find new and changed files."""
-    paths = {str(partition_path(warehouse, asset, "source_files", key)): key for key in keys}
-    present = [path for path in paths if Path(path).exists()]
-    if not present:
-        return {}
-    rows = pl.scan_parquet(present, include_file_paths="path").select("sha256", "path").collect().rows()
-    return {paths[path]: sha for sha, path in rows}
-
-
-def prune_partitions(warehouse: Path, asset: str, keep_keys: list[str]) -> int:
-    """Delete staged partitions of files no longer in the landing folder, and whole folders of
-    other versions; returns how many files went."""
-    keep = {f"{partition_id(key)}.parquet" for key in keep_keys}
-    current = _partitions_folder(warehouse, asset)
+def prune_batches(warehouse: Path, keep: set[str]) -> int:
+    """Delete the staged batches no kept manifest points at, and the folders of other versions
+    of the code; returns how many batches went."""
+    current = _parsed_folder(warehouse)
     removed = 0
-    for folder in (warehouse / STAGE).glob(f"{asset}@*"):
-        for path in folder.glob("*/*.parquet"):
-            if folder != current or path.name not in keep:
-                path.unlink(missing_ok=True)
-                removed += 1
+    for folder in (warehouse / STAGE).glob(f"{PARSED}@*"):
         if folder != current:
             shutil.rmtree(folder, ignore_errors=True)
+            continue
+        for batch in (folder / BATCHES).glob("*"):
+            if batch.name not in keep:
+                shutil.rmtree(batch, ignore_errors=True)
+                removed += 1
     return removed
 
 

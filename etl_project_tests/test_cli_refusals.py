@@ -215,5 +215,5 @@ def test_removals_are_counted_against_what_the_lake_publishes(seeds_copy: Path, 
         for path in seeds_copy.iterdir():
             path.unlink()
         plan = launch.plan_run(instance, seeds_copy, warehouse)
-        assert launch.published_keys(plan, warehouse) == {landing.partition_key(p.name) for p in SEEDS.glob("*.txt")}
+        assert launch.published_keys(plan, warehouse) == {landing.file_key(p.name) for p in SEEDS.glob("*.txt")}
         assert "remove all 2 published file(s)" in launch.removal_refusal(plan, warehouse)

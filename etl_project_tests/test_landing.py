@@ -12,18 +12,18 @@ from etl_project import landing
 
 def test_plain_names_are_their_own_keys():
     for name in ["000_0f293dacb70f2eae.txt", "sub/dir/list 2025.txt", "ICML 论文.txt", "it's; a \"name\".txt"]:
-        assert landing.partition_key(name) == name
+        assert landing.file_key(name) == name
         assert landing.file_name(name) == name
 
 
 def test_names_dagster_refuses_are_escaped_reversibly():
-    assert landing.partition_key("wait... what.txt") == "wait..%2E what.txt"
-    assert landing.partition_key("100%.txt") == "100%25.txt"
-    assert landing.partition_key("tab\there") == "tab%09here"
+    assert landing.file_key("wait... what.txt") == "wait..%2E what.txt"
+    assert landing.file_key("100%.txt") == "100%25.txt"
+    assert landing.file_key("tab\there") == "tab%09here"
     latin1_name = b"caf\xe9.txt".decode("utf-8", "surrogateescape")
-    assert landing.partition_key(latin1_name) == "caf%E9.txt"
+    assert landing.file_key(latin1_name) == "caf%E9.txt"
     for name in ["wait... what.txt", "100%.txt", "tab\there", latin1_name, "....", "%2E"]:
-        assert landing.file_name(landing.partition_key(name)) == name
+        assert landing.file_name(landing.file_key(name)) == name
 
 
 names = st.text(st.characters(codec="utf-8") | st.sampled_from(["%", ".", "\udce9", "\n"]), max_size=30)
@@ -31,7 +31,7 @@ names = st.text(st.characters(codec="utf-8") | st.sampled_from(["%", ".", "\udce
 
 @given(names)
 def test_keys_round_trip_and_are_valid_partition_keys(name):
-    key = landing.partition_key(name)
+    key = landing.file_key(name)
     assert landing.file_name(key) == name
     assert not any(bad in key for bad in INVALID_PARTITION_SUBSTRINGS)
 

@@ -5,11 +5,10 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from etl_project import dedup, ingest, integrity, landing, publish, stage
+from etl_project import dedup, integrity, publish, settings, stage
 from etl_project.defs import launch
 from etl_project import contract
 from etl_project.defs.metadata import OWNERS, non_empty, status_counts, table_metadata, table_value
-from etl_project.defs.partitions import LANDING_FILES, ONE_RUN_PER_BATCH
 from etl_project.defs.resources import EtlSettings, GxValidation
 from etl_project.enrich.markup import with_plain_text
 
@@ -18,75 +17,76 @@ PUBLISHED_TABLES = (
     "papers", "paper_occurrences", "source_overlap",
     "paper_links", "paper_names", "paper_topics",
 )
-# Per-partition metadata costs Dagster a lookup of every partition per call: give it to the runs
-# of a few files (what the sensor launches), not to a full refresh of thousands.
-PER_PARTITION_METADATA_LIMIT = 50
+# Stage batches a landing file's rows may be spread over before a run folds the smallest ones
+# into its own batch (by parsing their files again): keeps the merge of the stage's batches short.
+MAX_BATCHES = 16
+LISTED_FILES = 100  # files listed by name in a run's metadata; the counts cover every file
 
 
-@dg.asset(
-    group_name="ingest",
-    kinds={"polars"},
-    owners=OWNERS,
-    partitions_def=LANDING_FILES,
-    backfill_policy=ONE_RUN_PER_BATCH,
-)
-def parsed_files(context: dg.AssetExecutionContext, etl: EtlSettings) -> dg.Output[None]:
-    """Each landing file (one partition per file) read, decoded, split into title and paragraphs,
-    and its paragraphs normalized; kept per file so a run parses only new and changed files.
-    A file that cannot be read becomes a 'rejected' row with the reason, never a failed step.
-    Files are parsed in batches of about stage.BATCH_BYTES, each staged before the next is read, so a
-    run of any number of files holds one batch in memory."""
+class ParseConfig(dg.Config):
+    """How the parse step plans (launch.plan_run); the CLI, the sensor and the schedule set it."""
+
+    full: bool = False  # parse every landing file again
+    # Apply the removal of every published file, or of more than half of them (refused otherwise:
+    # an empty or wrong landing folder must not empty the warehouse). ETL_ALLOW_REMOVALS=1 too.
+    allow_removals: bool = False
+    # Files modified more recently than this wait for a later run (the sensor's runs).
+    settle_seconds: float = 0.0
+
+
+@dg.asset(group_name="ingest", kinds={"polars"}, owners=OWNERS)
+def parsed_files(context: dg.AssetExecutionContext, config: ParseConfig, etl: EtlSettings) -> dg.Output[pl.DataFrame]:
+    """The landing folder compared with the last parse (by sha256), and its new and changed files
+    read, decoded, split into title and paragraphs and normalized, in one staged batch; the value
+    is the manifest: every landing file and the batch holding its rows. Files are parsed
+    stage.BATCH_BYTES at a time, each part staged before the next is read, so a run of any
+    number of files holds one part in memory. A file that cannot be read becomes a 'rejected'
+    row with the reason, never a failed step."""
     launch.tag_run_with_process(context)
-    keys = list(context.partition_keys)
-    paths = [etl.seeds / landing.file_name(key) for key in keys]
-    names: dict[str, str] = {}  # partition key -> source_file, as the tables name it
-    parts = []
-    for indexes in stage.batches(paths):
-        files = [ingest.read_landing_file(paths[i], etl.seeds, etl.max_file_bytes) for i in indexes]
-        batch = {keys[i]: file.source_file for i, file in zip(indexes, files)}
-        tables = ingest.file_tables(files, etl.max_record_chars)
-        del files
-        for key, per_file in split_by_file(tables, batch).items():
-            stage.write_partition(etl.warehouse, launch.PER_FILE_ASSET, key, per_file)
-        names |= batch
-        parts.append(tables["source_files"])
-    source_files = pl.concat(parts) if parts else ingest.file_tables([])["source_files"]
-    refused = source_files.filter(pl.col("status") == "rejected")
+    previous = launch.last_manifest(context.instance, etl.warehouse)
+    plan = launch.plan_run(context.instance, etl.seeds, etl.warehouse, config.full, config.settle_seconds, previous)
+    refusal = launch.removal_refusal(plan, etl.warehouse)
+    if refusal and not (config.allow_removals or settings.allow_removals()):
+        raise dg.Failure(f"not parsing: {refusal}. If those files really are gone, run `etl-project run "
+                         f"--allow-removals`, or launch with parsed_files config allow_removals: true")
+    kept = previous.filter(pl.col("key").is_in(plan.changes.present) & ~pl.col("key").is_in(plan.to_parse))
+    to_parse = plan.to_parse + fold_small_batches(kept, MAX_BATCHES - 1 if plan.to_parse else MAX_BATCHES)
+    kept = kept.filter(~pl.col("key").is_in(to_parse))
+    batch = stage.new_batch_id()
+    parsed = stage.parse_batch(etl.warehouse, etl.seeds, to_parse, batch, etl.max_file_bytes, etl.max_record_chars)
+    # sha256 as the plan's look saw it: a file refused before it was read (too large) has one too,
+    # so it is not parsed again and again.
+    manifest = pl.concat([kept, stage.manifest({batch: to_parse}, plan.hashes)]).sort("source_file")
+    refused = parsed.filter(pl.col("status") == "rejected")
     for row in refused.iter_rows(named=True):
         context.log.warning(f"refused {row['source_file']!r}: {row['error']}")
-    if len(keys) <= PER_PARTITION_METADATA_LIMIT:
-        rows = {row["source_file"]: row for row in source_files.iter_rows(named=True)}
-        for key, name in names.items():
-            row = rows[name]
-            context.add_asset_metadata(
-                non_empty({"source_file": name, "sha256": row["sha256"], "status": row["status"],
-                           "encoding": row["encoding"], "error": row["error"],
-                           "records": row["record_count"], "rejected_records": row["rejected_count"]}),
-                partition_key=key,
-            )
-    return dg.Output(
-        None,  # the partitions are staged above, batch by batch
-        metadata=non_empty({
-            "files_in_run": len(keys),
-            **status_counts(source_files),
-            "records_in_run": int(source_files["record_count"].sum()),
-            "rejected_records_in_run": int(source_files["rejected_count"].sum()),
-            "refused": table_value(refused.select("source_file", "error")),
-            "landing_folder": dg.MetadataValue.path(str(etl.seeds)),
-        }),
-    )
+    listed = parsed.select("source_file", "status", "record_count", "rejected_count", "encoding", "error")
+    return dg.Output(manifest, metadata=non_empty({
+        "files": manifest.height,
+        "files_parsed": len(to_parse),
+        "files_new": len(plan.changes.new),
+        "files_changed": len(plan.changes.changed),
+        "files_removed": len(plan.removed),
+        "files_waiting": len(plan.changes.growing),
+        "files_refolded": len(to_parse) - len(plan.to_parse),
+        "full_refresh": config.full,
+        "batch": batch if to_parse else None,
+        **status_counts(parsed),
+        "records_parsed": int(parsed["record_count"].sum()),
+        "rejected_records_parsed": int(parsed["rejected_count"].sum()),
+        "parsed": table_value(listed.head(LISTED_FILES)),
+        "removed": table_value(pl.DataFrame({"key": plan.removed[:LISTED_FILES]}, schema={"key": pl.String})),
+        "refused": table_value(refused.select("source_file", "error")),
+        "landing_folder": dg.MetadataValue.path(str(etl.seeds)),
+    }))
 
 
-def split_by_file(tables: dict[str, pl.DataFrame], names: dict[str, str]) -> dict[str, dict[str, pl.DataFrame]]:
-    """``{partition_key: {table: that file's rows}}``; a file with no rows gets empty frames."""
-    parts = {
-        table: {name: rows for (name,), rows in frame.partition_by("source_file", as_dict=True).items()}
-        for table, frame in tables.items()
-    }
-    return {
-        key: {table: parts[table].get(name, frame.clear()) for table, frame in tables.items()}
-        for key, name in names.items()
-    }
+def fold_small_batches(kept: pl.DataFrame, limit: int) -> list[str]:
+    """The keys of the smallest batches' files to parse again, so ``kept`` spans at most
+    ``limit`` batches."""
+    sizes = kept.group_by("batch").agg(pl.len(), pl.col("key")).sort("len", "batch")
+    excess = max(sizes.height - limit, 0)
+    return sorted(key for keys in sizes["key"].head(excess).to_list() for key in keys)
 
 
 @dg.multi_asset(
@@ -109,12 +109,13 @@ def split_by_file(tables: dict[str, pl.DataFrame], names: dict[str, str]) -> dic
         ),
     },
 )
-def landing_tables(parsed_files: dict[str, pl.LazyFrame]):
-    """Every file's tables, from every partition of parsed_files (the files this run did not
-    parse come from earlier runs), stacked into one table each, in file and paragraph order
-    (the stage scans the partitions in file order), streamed from stage to stage."""
+def landing_tables(etl: EtlSettings, parsed_files: pl.DataFrame):
+    """Every landing file's tables, each file's rows from the stage batch the manifest
+    (parsed_files) names, stacked into one table each in file and paragraph order, streamed from
+    stage to stage."""
+    parsed = stage.scan_manifest(etl.warehouse, parsed_files)
     for table in ("source_files", "raw_records", "rejected_records", "records"):
-        frame = parsed_files[table]
+        frame = parsed[table]
         metadata = table_metadata(frame, table)
         if table == "source_files":
             metadata |= status_counts(frame.collect())
@@ -178,7 +179,7 @@ def source_overlap(paper_occurrences: pl.LazyFrame) -> dg.Output[pl.DataFrame]:
     kinds={"duckdb", "parquet"},
     owners=OWNERS,
     # The staged files themselves: publish links them into the lake's data path.
-    ins={name: dg.AssetIn(name, dagster_type=Path) for name in PUBLISHED_TABLES},
+    ins={name: dg.AssetIn(name, dagster_type=Path) for name in (*PUBLISHED_TABLES, "parsed_files")},
     # After the checks' steps (checks.AFTER_ASSETS), so their verdicts show before the publish.
     op_tags={"dagster/priority": "-2"},
 )
@@ -189,6 +190,7 @@ def warehouse(context: dg.AssetExecutionContext, etl: EtlSettings, gx: GxValidat
     whichever run staged them (a check failing only WARN expectations does not stop it). Every
     table comes from this run's own stage; tables taken from earlier runs (a run of only some
     assets) must still line up, or nothing is published."""
+    manifest = pl.read_parquet(staged.pop("parsed_files"))
     failed = gx.blocking_failures(context, etl.warehouse, staged)
     if failed:
         raise dg.Failure(f"not publishing: {len(failed)} check(s) failed at ERROR severity: {', '.join(failed)}")
@@ -197,12 +199,12 @@ def warehouse(context: dg.AssetExecutionContext, etl: EtlSettings, gx: GxValidat
     if problems:
         raise dg.Failure("not publishing inconsistent tables: " + "; ".join(problems))
     target = etl.lake
-    published = publish.publish(staged, target, context.run_id, build=etl.build_fingerprint())
+    built_from = {"build": etl.build_fingerprint(), "landing": stage.manifest_digest(manifest)}
+    published = publish.publish(staged, target, context.run_id, built_from=built_from)
     context.log.info(f"published snapshot {published.snapshot_id} of {target.catalog}")
     for note in published.notes:
         context.log.warning(note)
-    current = context.instance.get_dynamic_partitions(LANDING_FILES.name)
-    removed = stage.prune_partitions(etl.warehouse, launch.PER_FILE_ASSET, current)
+    removed = stage.prune_batches(etl.warehouse, set(manifest["batch"]))
     pruned_runs = stage.prune_runs(etl.warehouse, _still_needed(context))
     source_files = tables["source_files"].collect()
     refused = source_files.filter(pl.col("status") == "rejected").select("source_file", "error")
@@ -215,7 +217,7 @@ def warehouse(context: dg.AssetExecutionContext, etl: EtlSettings, gx: GxValidat
             **{f"rows/{name}": count for name, count in published.row_counts.items()},
             **status_counts(source_files),
             "refused": table_value(refused),
-            "stage_files_pruned": removed,
+            "stage_batches_pruned": removed,
             "stage_runs_pruned": pruned_runs,
         })
     )

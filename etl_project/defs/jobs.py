@@ -8,5 +8,5 @@ etl_job = dg.define_asset_job(
     ETL_JOB,
     selection=dg.AssetSelection.all(),
     description="Every asset and check: landing folder to published warehouse. A run parses the "
-    "partitions (files) of its range and re-runs every cross-file asset.",
+    "new and changed landing files and rebuilds every cross-file asset.",
 )

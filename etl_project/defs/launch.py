@@ -1,9 +1,10 @@
-"""Bringing the partitions in line with the landing folder, and the run that follows.
+"""Planning a run over the landing folder, and running it in this process.
 
-Shared by ``etl-project run``, the landing sensor and the daily full refresh, so that they all
-partition the same way. Files to parse are (re-)added as the newest dynamic partitions: a changed
-file's partition is deleted and added again, so the files of one run always form one contiguous
-range of partition keys, and one run (one step per per-file asset) covers them however many.
+Shared by ``etl-project run``, the landing sensor, the daily full refresh and the parse step
+itself, so that they all decide the same way what a run parses: the landing folder compared with
+the manifest of the last parse (the files the stage holds, by sha256). The run's parse step plans
+again when it starts (the folder may have changed since), and parses every new and changed file
+in one step, however many.
 """
 
 import json
@@ -13,16 +14,15 @@ from pathlib import Path
 
 import dagster as dg
 
-from etl_project import ingest, landing, locks, settings, stage
-from etl_project.defs.partitions import LANDING_FILES
+import polars as pl
 
-PER_FILE_ASSET = "parsed_files"
-RANGE_START = "dagster/asset_partition_range_start"
-RANGE_END = "dagster/asset_partition_range_end"
+from etl_project import ingest, landing, locks, settings, stage
+
+PARSE_ASSET = "parsed_files"
 PID_TAG = "etl_project/pid"
 HOST_TAG = "etl_project/host"
 TRIGGER_TAG = "etl_project/trigger"  # the run queue (dagster.yaml) allows one run per trigger at a time
-# In DAGSTER_HOME: the landing folder and warehouse this instance serves (its partitions,
+# In DAGSTER_HOME: the landing folder and warehouse this instance serves (its manifests,
 # cursors and run history are theirs). Written by the first run or tick, under the home lock.
 SERVES_FILE = "etl_project.json"
 
@@ -40,32 +40,45 @@ class NothingChanged(Exception):
         self.snapshot_id = snapshot_id
 
 
-def range_tags(plan: landing.Plan) -> dict[str, str]:
-    """The tags that make a run cover the plan's partitions: one contiguous range."""
-    return {RANGE_START: plan.to_parse[0], RANGE_END: plan.to_parse[-1]} if plan.to_parse else {}
+def last_manifest(instance: dg.DagsterInstance, warehouse: Path) -> pl.DataFrame:
+    """The files the stage holds, from the manifest of the latest parse whose batches this version
+    of the code staged (none: an empty manifest, and everything is parsed)."""
+    from etl_project.defs.resources import staged_file
+
+    try:
+        path = staged_file(instance, warehouse, dg.AssetKey(PARSE_ASSET), None)
+    except FileNotFoundError:
+        return stage.known_files(warehouse, None)
+    return stage.known_files(warehouse, pl.read_parquet(path))
 
 
-def plan_run(instance: dg.DagsterInstance, seeds: Path, warehouse: Path, full: bool = False) -> landing.Plan:
-    """Compare the landing folder with what the warehouse's stage last parsed (by sha256).
-    Raises ingest.LandingFolderError when the folder is missing or cannot be listed."""
+def plan_run(instance: dg.DagsterInstance, seeds: Path, warehouse: Path, full: bool = False,
+             settle_seconds: float = 0.0, manifest: pl.DataFrame | None = None) -> landing.Plan:
+    """Compare the landing folder with the last parse's manifest (by sha256); files whose mtime is
+    younger than ``settle_seconds`` wait. Raises ingest.LandingFolderError when the folder is
+    missing or cannot be listed."""
     current = landing.scan(seeds)
-    existing = instance.get_dynamic_partitions(LANDING_FILES.name)
-    published = stage.staged_file_hashes(warehouse, PER_FILE_ASSET, existing)
-    known = {k: v for k, v in published.items() if k in current}
-    changes, looked = landing.detect_changes(seeds, current, known)
+    manifest = last_manifest(instance, warehouse) if manifest is None else manifest
+    published = dict(zip(manifest["key"], manifest["sha256"]))
+    changes, looked = landing.detect_changes(seeds, current, published, settle_seconds=settle_seconds)
     hashes = {key: state.sha256 for key, state in looked.items()}
-    return landing.make_plan(changes, existing, full, published=published, hashes=hashes)
+    return landing.make_plan(changes, full, published=published, hashes=hashes)
 
 
-def unchanged_snapshot(plan: landing.Plan, warehouse: Path, build: str) -> int | None:
+def parse_config(full: bool = False, allow_removals: bool = False, settle_seconds: float = 0.0) -> dict:
+    """The run config that tells the parse step how to plan (see defs/assets.ParseConfig)."""
+    return {"ops": {PARSE_ASSET: {"config": {"full": full, "allow_removals": allow_removals, "settle_seconds": settle_seconds}}}}
+
+
+def unchanged_snapshot(plan: landing.Plan, warehouse: Path, build: str, manifest: pl.DataFrame) -> int | None:
     """The current snapshot's id when running would publish the same tables again, else None:
-    the plan parses and removes nothing, the snapshot holds exactly the landing folder's files
-    (names and sha256) and it was built by the same code and settings (``build``,
-    build_info.fingerprint). Decided against the snapshot, not the stage, so the files of a
+    the plan (made against ``manifest``, the last parse's) parses and removes nothing, and the
+    snapshot was published from that manifest's files by the same code and settings (``build``,
+    build_info.fingerprint). Decided against the snapshot, not the stage alone, so the files of a
     run that failed to publish are published by the next one."""
     from etl_project import lake, publish
 
-    if plan.full or plan.to_parse or plan.to_delete or plan.changes.growing:
+    if plan.full or plan.to_parse or plan.removed or plan.changes.growing:
         return None
     target = lake.Lake.of(warehouse)
     if not target.exists():
@@ -75,10 +88,9 @@ def unchanged_snapshot(plan: landing.Plan, warehouse: Path, build: str) -> int |
             state = publish.current_state(con)
     except Exception:  # noqa: BLE001 - a lake that cannot be read is rebuilt by a run, not trusted
         return None
-    if state is None or state.build != build:
+    if (state.build, state.landing) != (build, stage.manifest_digest(manifest)):
         return None
-    folder = {ingest.source_file_name(landing.file_name(key)): sha for key, sha in plan.hashes.items()}
-    return state.snapshot_id if folder == state.files else None
+    return state.snapshot_id
 
 
 def removal_refusal(plan: landing.Plan, warehouse: Path) -> str | None:
@@ -102,15 +114,15 @@ def published_keys(plan: landing.Plan, warehouse: Path) -> frozenset[str]:
             names = {name for (name,) in con.execute("SELECT source_file FROM source_files").fetchall()}
     except Exception:  # no table yet (a first publish that failed), or an unreadable catalog
         return plan.published
-    candidates = set(plan.published) | set(plan.to_delete) | plan.changes.present
+    candidates = set(plan.published) | set(plan.removed) | plan.changes.present
     return frozenset(k for k in candidates if ingest.source_file_name(landing.file_name(k)) in names)
 
 
 def serves_other_folders(instance: dg.DagsterInstance, seeds: Path, warehouse: Path) -> str | None:
     """Why this instance must not run over ``seeds`` and ``warehouse`` (one line), or None.
 
-    An instance's dynamic partitions, sensor cursor and run history describe one landing folder
-    and one warehouse: a run over other folders would delete the first pair's partitions (and
+    An instance's manifests, sensor cursor and run history describe one landing folder
+    and one warehouse: a run over other folders would drop the first pair's files (and
     the sensor would re-add and re-parse them). The first run or tick records its pair in
     ``DAGSTER_HOME/etl_project.json``; any other pair is refused. Call under ``home_lock``.
     Ephemeral instances (tests) have no home and serve whatever they are given.
@@ -137,29 +149,6 @@ def serves_other_folders(instance: dg.DagsterInstance, seeds: Path, warehouse: P
     return (f"the Dagster instance {home} serves landing folder {served.get('landing_folder')} and warehouse "
             f"{served.get('warehouse')}, not {seeds} and {warehouse}: {other}; if those folders moved, "
             f"delete {record}")
-
-
-def apply_plan(instance: dg.DagsterInstance, plan: landing.Plan) -> None:
-    for key in plan.to_delete:
-        instance.delete_dynamic_partition(LANDING_FILES.name, key)
-    if plan.to_add:
-        instance.add_dynamic_partitions(LANDING_FILES.name, plan.to_add)
-
-
-def partition_requests(plan: landing.Plan) -> list:
-    """apply_plan's bookkeeping as the requests a sensor returns (the daemon applies them in order)."""
-    requests = []
-    if plan.to_delete:
-        requests.append(LANDING_FILES.build_delete_request(plan.to_delete))
-    if plan.to_add:
-        requests.append(LANDING_FILES.build_add_request(plan.to_add))
-    return requests
-
-
-def cross_file_assets(job: dg.JobDefinition) -> list[dg.AssetKey]:
-    """The job's assets that read every partition (what a removed file requires to re-run)."""
-    layer = job.asset_layer
-    return sorted(k for k in layer.executable_asset_keys if layer.get(k).partitions_def is None)
 
 
 def process_tags() -> dict[str, str]:
@@ -200,8 +189,9 @@ def run_in_process(
     allow_removals: bool = False,
     build: str | None = None,
 ) -> tuple[landing.Plan, dg.ExecuteInProcessResult]:
-    """Sync the partitions with the landing folder and run ``job`` in this process: the per-file
-    assets for new and changed files (all files when ``full``), then every cross-file asset.
+    """Run ``job`` in this process: the parse step parses the new and changed files (all files
+    when ``full``), then every cross-file asset is rebuilt and published. Returns the plan made
+    before the run (what the summary reports) and the run's result.
 
     Raises RunRefused, before anything changed, when the instance serves other folders or the
     plan removes too many published files (landing.removal_refusal) and ``allow_removals`` is
@@ -213,28 +203,26 @@ def run_in_process(
         if other:
             raise RunRefused(other)
         reap_dead_runs(instance)
-        plan = plan_run(instance, seeds, warehouse, full)
-        refusal = removal_refusal(plan, warehouse)
-        if refusal and not allow_removals:
-            raise RunRefused(f"{refusal}; nothing was changed. If those files really are gone, run again "
-                             "with --allow-removals")
-        if build is not None and (snapshot := unchanged_snapshot(plan, warehouse, build)) is not None:
-            raise NothingChanged(snapshot, len(plan.hashes))
-        apply_plan(instance, plan)
+    manifest = last_manifest(instance, warehouse)
+    plan = plan_run(instance, seeds, warehouse, full, manifest=manifest)
+    refusal = removal_refusal(plan, warehouse)
+    if refusal and not allow_removals:
+        raise RunRefused(f"{refusal}; nothing was changed. If those files really are gone, run again "
+                         "with --allow-removals")
+    if build is not None and (snapshot := unchanged_snapshot(plan, warehouse, build, manifest)) is not None:
+        raise NothingChanged(snapshot, len(plan.hashes))
     result = job.execute_in_process(
         instance=instance,
-        tags={**range_tags(plan), **process_tags()},
-        asset_selection=None if plan.to_parse else cross_file_assets(job),
-        run_config=run_config,
+        tags=process_tags(),
+        run_config={**(run_config or {}), **parse_config(full, allow_removals)},
         raise_on_error=False,
     )
     return plan, result
 
 
 def home_lock(dagster_home: Path):
-    """One process at a time creates the instance's database, compares the folder with the
-    partitions and changes them: two ``etl-project run`` started together must not migrate the
-    same new database or delete and re-add each other's partitions."""
+    """One process at a time creates the instance's database and records the folders it serves:
+    two ``etl-project run`` started together must not migrate the same new database."""
     return locks.file_lock(dagster_home / ".etl_project.lock")
 
 

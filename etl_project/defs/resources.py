@@ -124,9 +124,7 @@ class GxValidation(dg.ConfigurableResource):
 
 
 class StageIOManager(dg.ConfigurableIOManager):
-    """Keeps each asset's value in the stage (see etl_project.stage). The per-file asset writes
-    its partitions itself, batch by batch (it returns None); downstream, it loads as
-    ``{table: all files stacked}``. An input annotated ``pl.LazyFrame`` is scanned rather than
+    """Keeps each asset's value in the stage (see etl_project.stage). An input annotated ``pl.LazyFrame`` is scanned rather than
     read, and a LazyFrame output is streamed to disk: the big tables never sit whole in memory
     in a step that only passes them on or reads a few columns."""
 
@@ -135,19 +133,11 @@ class StageIOManager(dg.ConfigurableIOManager):
     lock: WarehouseLock
 
     def handle_output(self, context: dg.OutputContext, obj) -> None:
-        if obj is None:
-            return
         asset = context.asset_key.to_user_string()
         stage.write(obj, stage.run_path(self.etl.warehouse, context.run_id, asset))
         background.start_ready(context.run_id, self.etl.warehouse, asset)
 
     def load_input(self, context: dg.InputContext):
-        asset = context.asset_key.to_user_string()
-        if context.has_asset_partitions:
-            keys = list(context.asset_partition_keys)
-            if not keys:
-                return {table: frame.lazy() for table, frame in ingest.file_tables([]).items()}
-            return stage.scan_partitions(self.etl.warehouse, asset, keys)
         path = staged_file(context.instance, self.etl.warehouse, context.asset_key, _producing_run(context))
         if context.dagster_type.typing_type is Path:  # the file itself (what publish links)
             return path

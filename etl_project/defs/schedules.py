@@ -24,24 +24,21 @@ from etl_project.defs.resources import EtlSettings
     description="Full refresh: re-parse every landing file (new parsing rules apply to all), republish.",
 )
 def nightly_full_refresh(context: dg.ScheduleEvaluationContext, etl: EtlSettings):
-    # A schedule cannot return partition requests as a sensor does, so it brings the partitions
-    # in line with the folder itself before asking for the run over all of them; the same
-    # refusals as the sensor's (other folders, a folder that vanished, too many removals).
+    # The same refusals as the sensor's (other folders, a folder that vanished, too many removals),
+    # said as the skip reason rather than as a failed run.
     with launch.home_lock(Path(context.instance.root_directory)):
         other = launch.serves_other_folders(context.instance, etl.seeds, etl.warehouse)
-        if other:
-            return dg.SkipReason(f"skipped: {other}")
-        try:
-            plan = launch.plan_run(context.instance, etl.seeds, etl.warehouse, full=True)
-        except ingest.LandingFolderError as exc:
-            return dg.SkipReason(f"skipped: {exc}")
-        refusal = launch.removal_refusal(plan, etl.warehouse)
-        if refusal and not settings.allow_removals():
-            return dg.SkipReason(f"skipped: {refusal}. If those files really are gone, run `etl-project run "
-                                 f"--allow-removals` once, or set {settings.ALLOW_REMOVALS_ENV}=1 for the code location")
-        launch.apply_plan(context.instance, plan)
-    job = context.repository_def.get_job(ETL_JOB)
+    if other:
+        return dg.SkipReason(f"skipped: {other}")
+    try:
+        plan = launch.plan_run(context.instance, etl.seeds, etl.warehouse, full=True)
+    except ingest.LandingFolderError as exc:
+        return dg.SkipReason(f"skipped: {exc}")
+    refusal = launch.removal_refusal(plan, etl.warehouse)
+    if refusal and not settings.allow_removals():
+        return dg.SkipReason(f"skipped: {refusal}. If those files really are gone, run `etl-project run "
+                             f"--allow-removals` once, or set {settings.ALLOW_REMOVALS_ENV}=1 for the code location")
     return dg.RunRequest(
-        tags={**launch.range_tags(plan), launch.TRIGGER_TAG: "nightly_full_refresh"},
-        asset_selection=None if plan.to_parse else launch.cross_file_assets(job),
+        run_config=launch.parse_config(full=True, allow_removals=settings.allow_removals()),
+        tags={launch.TRIGGER_TAG: "nightly_full_refresh"},
     )
