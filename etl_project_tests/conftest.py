@@ -28,9 +28,10 @@ def normalized_records(rows: list[tuple[str, int, str]]):
     return normalize.normalize_records(raw)
 
 
-def materialize_all(landing: Path, warehouse: Path, instance: dg.DagsterInstance | None = None, full: bool = False):
+def materialize_all(landing: Path, warehouse: Path, instance: dg.DagsterInstance | None = None, full: bool = False,
+                    allow_removals: bool = False):
     """Run the pipeline in process on ``landing`` into ``warehouse`` as ``etl-project run`` does:
-    partitions synced with the folder, new and changed files parsed, everything republished.
+    new and changed files parsed, everything republished.
 
     The one way tests run the pipeline, so they do not depend on how the graph is laid out.
     """
@@ -38,7 +39,8 @@ def materialize_all(landing: Path, warehouse: Path, instance: dg.DagsterInstance
     from etl_project.defs import launch
 
     job = build_defs(str(landing), str(warehouse)).resolve_job_def(ETL_JOB)
-    _, result = launch.run_in_process(job, instance or dg.DagsterInstance.ephemeral(), landing, warehouse, full=full)
+    _, result = launch.run_in_process(job, instance or dg.DagsterInstance.ephemeral(), landing, warehouse, full=full,
+                                      allow_removals=allow_removals)
     return result
 
 

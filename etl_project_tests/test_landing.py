@@ -128,8 +128,9 @@ def test_a_missing_folder_a_file_or_an_unlistable_folder_is_an_error_not_empty(t
 # --- removal_refusal: a landing folder that lost most of the warehouse's files ---------------
 
 def plan_removing(published: list[str], still_there: list[str], new: list[str] = ()) -> landing.Plan:
-    changes = landing.Changes(new=sorted(new), unchanged=sorted(still_there))
-    return landing.make_plan(changes, existing=published, published=published)
+    removed = sorted(set(published) - set(still_there))
+    changes = landing.Changes(new=sorted(new), unchanged=sorted(still_there), removed=removed)
+    return landing.make_plan(changes, published=published)
 
 
 def test_removing_every_published_file_is_refused():
