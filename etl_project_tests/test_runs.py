@@ -5,7 +5,8 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 import etl_project

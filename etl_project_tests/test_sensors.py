@@ -7,11 +7,9 @@ import time
 from pathlib import Path
 
 import dagster as dg
-import polars as pl
 import pytest
 
 from etl_project.definitions import build_defs
-from etl_project import stage
 from etl_project.defs import launch
 from etl_project.defs.resources import EtlSettings
 from etl_project.defs.sensors import landing_sensor
@@ -212,7 +210,6 @@ def test_a_file_whose_run_never_parsed_it_is_asked_for_again(folder: Landing):
 
 
 def test_a_tick_that_would_remove_every_published_file_skips_and_says_how_to_allow_it(folder: Landing, monkeypatch):
-    from etl_project_tests.conftest import materialize_all
 
     folder.write("a.txt")
     folder.write("b.txt")

@@ -5,10 +5,15 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from etl_project import dedup, integrity, publish, settings, stage
+from etl_project import contract, dedup, integrity, publish, settings, stage
 from etl_project.defs import launch
-from etl_project import contract
-from etl_project.defs.metadata import OWNERS, non_empty, status_counts, table_metadata, table_value
+from etl_project.defs.metadata import (
+    OWNERS,
+    non_empty,
+    status_counts,
+    table_metadata,
+    table_value,
+)
 from etl_project.defs.resources import EtlSettings, GxValidation
 from etl_project.enrich.markup import with_plain_text
 

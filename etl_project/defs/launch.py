@@ -13,7 +13,6 @@ import socket
 from pathlib import Path
 
 import dagster as dg
-
 import polars as pl
 
 from etl_project import ingest, landing, locks, settings, stage
