@@ -16,7 +16,6 @@ import pytest
 from dagster_graphql import DagsterGraphQLClient
 
 import etl_project
-from etl_project.defs.launch import RANGE_END, RANGE_START
 from etl_project.defs.resources import SETTLE_ENV
 from etl_project.defs.sensors import INTERVAL_ENV
 from etl_project.settings import PROJECT_ROOT, SEEDS_ENV, WAREHOUSE_ENV, instance_settings
@@ -28,9 +27,8 @@ ARTIFACTS = Path(__file__).resolve().parent / "artifacts" / "services_e2e"
 LOCATION = "etl_project"
 JOB = "etl"
 SENSOR = "landing_sensor"
-PER_FILE_ASSETS = ["parsed_files"]
-CROSS_FILE_ASSETS = [
-    "source_files", "raw_records", "rejected_records", "records", "papers", "paper_occurrences",
+ASSETS = [
+    "parsed_files", "source_files", "raw_records", "rejected_records", "records", "papers", "paper_occurrences",
     "source_overlap", "paper_links", "paper_names", "paper_topics", "warehouse",
 ]
 GROUPS = ["ingest", "transform", "enrich", "publish"]
@@ -85,21 +83,12 @@ def test_dagster_dev_graphql_sensor_and_ui(dagster_dev: DagsterDev, seeds_copy: 
     assert chromium, "headless Chromium not found: install Debian's `chromium` (.ci/run does: apt-get install chromium)"
     dev.wait_until_loaded(LOCATION, LOAD_TIMEOUT)
 
-    # 1. Materialize everything. The landing sensor is on by default: it registers the landing
-    # files as partitions (and parses them). Then, as from the UI, launch the etl job over all of
-    # them (the partition range tags); both runs share the pool and must succeed.
+    # 1. Materialize everything, as the UI's "Materialize all" does: one run of the etl job, whose
+    # parse step finds the landing files itself. The landing sensor is on by default and may ask
+    # for a run of its own; the two share the pool and take turns on the warehouse.
     seed_keys = sorted(p.name for p in seeds_copy.iterdir())
-
-    def partitions_registered():
-        node = dev.graphql(PARTITIONS_QUERY, {"path": ["parsed_files"]})["assetNodeOrError"]
-        return node["partitionKeys"] if node["partitionKeys"] == seed_keys else None
-
-    try:
-        keys = dev.wait_for("the landing sensor to register the seed files as partitions", partitions_registered, SENSOR_TIMEOUT)
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}\n{dev.sensor_ticks(LOCATION, SENSOR)}") from None
     client = DagsterGraphQLClient(LOCALHOST, port_number=dev.port, timeout=60)
-    run_id = client.submit_job_execution(JOB, tags={RANGE_START: keys[0], RANGE_END: keys[-1]})
+    run_id = client.submit_job_execution(JOB)
 
     def finished(run: str):
         status = client.get_run_status(run).value
@@ -107,17 +96,15 @@ def test_dagster_dev_graphql_sensor_and_ui(dagster_dev: DagsterDev, seeds_copy: 
             raise dev.fail(f"run {run} ended {status}:\n{dev.run_errors(run)}")
         return status if status == "SUCCESS" else None
 
-    dev.wait_for(f"run {run_id} (etl over {keys[0]}..{keys[-1]}) to succeed", lambda: finished(run_id), RUN_TIMEOUT)
+    dev.wait_for(f"run {run_id} (materialize everything) to succeed", lambda: finished(run_id), RUN_TIMEOUT)
     materialized = dev.graphql(MATERIALIZATIONS_QUERY, {"runId": run_id})["runOrError"]["assetMaterializations"]
-    done = sorted((m["assetKey"]["path"][-1], m["partition"]) for m in materialized)
-    assert done == sorted([(a, k) for a in PER_FILE_ASSETS for k in keys] + [(a, None) for a in CROSS_FILE_ASSETS])
+    assert sorted(m["assetKey"]["path"][-1] for m in materialized) == sorted(ASSETS)
 
     def queue_drained():
         runs = dev.assert_no_failed_runs()
         return runs if not any(r["status"] in UNFINISHED_RUN_STATUSES for r in runs) else None
 
-    runs = dev.wait_for("every run to finish", queue_drained, RUN_TIMEOUT)
-    assert any(r["tags"].get("etl_project/trigger") == SENSOR for r in runs), "the sensor launched no run for the seeds"
+    dev.wait_for("every run to finish", queue_drained, RUN_TIMEOUT)
     assert query(warehouse, "SELECT (SELECT count(*) FROM source_files), (SELECT count(*) FROM raw_records), "
                  "(SELECT count(*) FROM papers)") == [(2, 38, 31)]
 
@@ -158,7 +145,10 @@ def test_dagster_dev_graphql_sensor_and_ui(dagster_dev: DagsterDev, seeds_copy: 
     runs = dev.wait_for("every run to finish", queue_drained, RUN_TIMEOUT)
     newest = runs[0]
     assert newest["tags"].get("etl_project/trigger") == SENSOR
-    assert (newest["tags"].get(RANGE_START), newest["tags"].get(RANGE_END)) == (name, name), "the run parsed more than the new file"
+    materialized = dev.graphql(MATERIALIZATIONS_QUERY, {"runId": newest["runId"]})["runOrError"]["assetMaterializations"]
+    [parse] = [m for m in materialized if m["assetKey"]["path"] == ["parsed_files"]]
+    parsed = {e["label"]: e.get("intValue") for e in parse["metadataEntries"]}
+    assert (parsed["files_parsed"], parsed["files_new"]) == (1, 1), "the run parsed more than the new file"
 
     # 3. The asset graph in headless Chromium, every group expanded. The one-time community
     # dialog is dismissed first, as a user would, so it does not cover the graph.
@@ -171,20 +161,16 @@ def test_dagster_dev_graphql_sensor_and_ui(dagster_dev: DagsterDev, seeds_copy: 
     window = (3000, 3000)
     dom = render_page(chromium, url, ARTIFACTS / "asset_graph.html", screenshot, tmp_path / "chromium_profile", window=window)
     text = visible_text(dom)
-    missing = [a for a in [*PER_FILE_ASSETS, *CROSS_FILE_ASSETS, *GROUPS] if not re.search(rf"(?<![\w]){a}(?![\w])", text)]
+    missing = [a for a in [*ASSETS, *GROUPS] if not re.search(rf"(?<![\w]){a}(?![\w])", text)]
     assert not missing, f"asset graph at {url} does not show {missing}; page text: {text[:1500]}"
     assert png_size(screenshot) == window
     assert screenshot.stat().st_size > 20_000, "the screenshot looks blank"
 
 
-PARTITIONS_QUERY = """
-query ($path: [String!]!) {
-  assetNodeOrError(assetKey: {path: $path}) { ... on AssetNode { partitionKeys } }
-}
-"""
-
 MATERIALIZATIONS_QUERY = """
 query ($runId: ID!) {
-  runOrError(runId: $runId) { ... on Run { assetMaterializations { assetKey { path } partition } } }
+  runOrError(runId: $runId) {
+    ... on Run { assetMaterializations { assetKey { path } metadataEntries { label ... on IntMetadataEntry { intValue } } } }
+  }
 }
 """
