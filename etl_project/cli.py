@@ -53,10 +53,6 @@ def run_pipeline(seeds: Path | None, warehouse: Path | None, full: bool = False,
     # project's warehouse and <warehouse>/.dagster_home for any other (settings.dagster_home).
     home = settings.dagster_home(warehouse)
     os.environ["DAGSTER_HOME"] = str(home)
-    # One "planned" event per asset for a run over many files instead of one per file and asset
-    # (SQLite writes them one by one: minutes for thousands of files). The cost: when such a run
-    # fails, its files show as missing rather than failed in the UI.
-    os.environ.setdefault("DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS", "1")
 
     from etl_project import ingest
 

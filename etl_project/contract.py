@@ -37,7 +37,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
         "source_files", "one row per file seen in the landing folder",
         "What was read from each file, how it decoded, and whether it was used.",
         {
-            "source_file": "File name relative to the landing folder (the key of the file's partition).",
+            "source_file": "File name relative to the landing folder (the key of the file's rows in every table).",
             "sha256": "SHA-256 of the file's bytes; null when the file could not be read.",
             "size_bytes": "Size of the file in bytes.",
             "encoding": "Encoding the bytes were decoded with (utf-8, utf-16, cp1252, gb18030, ...).",

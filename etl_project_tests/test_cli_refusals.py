@@ -48,8 +48,6 @@ def test_a_run_over_other_folders_or_an_emptied_landing_folder_is_refused(seeds_
         runs = instance.get_runs()
         assert [r.job_name for r in runs] == ["etl"]
         assert runs[0].is_success
-        partitions = instance.get_dynamic_partitions("landing_files")
-    assert len(partitions) == 2
 
     # The instance serves this landing folder and warehouse: a run over others is refused.
     other = etl_project("run", "--seeds", str(seeds_copy), "--warehouse", str(tmp_path / "other"), home=tmp_path / "dagster_home")
@@ -71,7 +69,6 @@ def test_a_run_over_other_folders_or_an_emptied_landing_folder_is_refused(seeds_
     assert warehouse_helpers.query(warehouse, query) == [(31, 7)]
     assert warehouse_helpers.current_snapshot(warehouse) == published  # no new snapshot
     with dg.DagsterInstance.get() as instance:
-        assert instance.get_dynamic_partitions("landing_files") == partitions
         assert len(instance.get_runs()) == 1
 
 
@@ -156,10 +153,10 @@ class FakeResult:
 
 def test_summary_wording_says_what_happened():
     changes = landing.Changes(unchanged=["a", "b"])
-    full = landing.make_plan(changes, existing=["a", "b"], full=True)
+    full = landing.make_plan(changes, full=True, published=["a", "b"])
     summary = cli.summarize(FakeResult(), full, instance_home="/h").splitlines()
     assert summary[1] == "this run:   parsed 2 file(s) (full refresh: 0 new, 0 changed, 2 unchanged), 0 removed"
-    incremental = landing.make_plan(changes, existing=["a", "b"])
+    incremental = landing.make_plan(changes, published=["a", "b"])
     assert cli.summarize(FakeResult(), incremental, "/h").splitlines()[1] == (
         "this run:   parsed 0 file(s) (0 new, 0 changed), 0 removed, 2 unchanged")
     failed = FakeResult()
@@ -179,7 +176,7 @@ def test_a_warn_only_failure_is_counted_as_failed_and_not_blocking():
     result = FakeResult()
     result.checks = [evaluation("papers_suite", False, dg.AssetCheckSeverity.WARN),
                      evaluation("records_suite", True, dg.AssetCheckSeverity.ERROR)]
-    plan = landing.make_plan(landing.Changes(unchanged=["a"]), existing=["a"])
+    plan = landing.make_plan(landing.Changes(unchanged=["a"]), published=["a"])
     lines = cli.summarize(result, plan, "/h").splitlines()
     assert "checks:     1 passed, 1 failed (1 WARN, not blocking)" in lines
     assert "  FAILED papers:papers_suite (WARN, not blocking)" in lines

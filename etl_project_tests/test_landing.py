@@ -151,8 +151,8 @@ def test_removing_more_than_half_is_refused_exactly_half_is_allowed():
 def test_a_first_run_or_a_run_removing_nothing_published_is_never_refused():
     assert landing.removal_refusal(plan_removing([], [], new=["a"])) is None
     assert landing.removal_refusal(plan_removing([], [])) is None
-    # Partitions the warehouse never published (staged) do not count: it holds nothing to lose.
-    plan = landing.make_plan(landing.Changes(), existing=["a", "b"], published=[])
+    # Files parsed but never published do not count: the warehouse holds nothing to lose.
+    plan = landing.make_plan(landing.Changes(removed=["a", "b"]), published=[])
     assert plan.removed == ["a", "b"] and landing.removal_refusal(plan) is None
     # The published set can be handed in (e.g. the rows of source_files).
     assert landing.removal_refusal(plan, published=["a", "b", "c"]) is not None
