@@ -128,6 +128,23 @@ def test_a_run_is_needed_until_the_snapshot_holds_the_folder_as_it_is(tmp_path: 
     assert launch.unchanged_snapshot(plan, warehouse, build, last) is None
 
 
+def test_a_run_launched_with_nothing_changed_skips_every_step_after_the_parse(seeds_copy: Path, tmp_path: Path, instance):
+    """As "Materialize all" in the UI does: the job with its default config."""
+    from etl_project.definitions import build_defs
+
+    warehouse = tmp_path / "wh"
+    assert materialize_all(seeds_copy, warehouse, instance).success
+    snapshots = query(warehouse, "SELECT count(*) FROM lake.snapshots()")
+    job = build_defs(str(seeds_copy), str(warehouse)).resolve_job_def("etl")
+    result = job.execute_in_process(instance=instance)
+    assert result.success and not result.get_asset_materialization_events()
+    logged = [e.message for e in instance.all_logs(result.run_id) if e.user_message.startswith("nothing changed")]
+    assert len(logged) == 1 and "stays current" in logged[0]
+    assert query(warehouse, "SELECT count(*) FROM lake.snapshots()") == snapshots
+    full = job.execute_in_process(instance=instance, run_config=launch.parse_config(full=True))
+    assert any(e.asset_key == dg.AssetKey("warehouse") for e in full.get_asset_materialization_events())
+
+
 def test_an_empty_landing_folder_publishes_empty_tables(tmp_path: Path, instance):
     (tmp_path / "landing").mkdir()
     result = materialize_all(tmp_path / "landing", tmp_path / "wh", instance)

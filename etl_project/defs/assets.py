@@ -1,5 +1,6 @@
 """Assets: each one calls a stage function and describes its output for the UI."""
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -39,14 +40,17 @@ class ParseConfig(dg.Config):
     settle_seconds: float = 0.0
 
 
-@dg.asset(group_name="ingest", kinds={"polars"}, owners=OWNERS)
-def parsed_files(context: dg.AssetExecutionContext, config: ParseConfig, etl: EtlSettings) -> dg.Output[pl.DataFrame]:
+# Not required: a run with nothing to do yields no manifest, and every later step is skipped.
+@dg.asset(group_name="ingest", kinds={"polars"}, owners=OWNERS, output_required=False)
+def parsed_files(context: dg.AssetExecutionContext, config: ParseConfig, etl: EtlSettings) -> Iterator[dg.Output[pl.DataFrame]]:
     """The landing folder compared with the last parse (by sha256), and its new and changed files
     read, decoded, split into title and paragraphs and normalized, in one staged batch; the value
     is the manifest: every landing file and the batch holding its rows. Files are parsed
     stage.BATCH_BYTES at a time, each part staged before the next is read, so a run of any
     number of files holds one part in memory. A file that cannot be read becomes a 'rejected'
-    row with the reason, never a failed step."""
+    row with the reason, never a failed step. When nothing changed since the current snapshot
+    (launch.unchanged_snapshot) and the run is not a full refresh, nothing is parsed or
+    published: the run says so and its later steps are skipped."""
     launch.tag_run_with_process(context)
     previous = launch.last_manifest(context.instance, etl.warehouse)
     plan = launch.plan_run(context.instance, etl.seeds, etl.warehouse, config.full, config.settle_seconds, previous)
@@ -54,6 +58,10 @@ def parsed_files(context: dg.AssetExecutionContext, config: ParseConfig, etl: Et
     if refusal and not (config.allow_removals or settings.allow_removals()):
         raise dg.Failure(f"not parsing: {refusal}. If those files really are gone, run `etl-project run "
                          f"--allow-removals`, or launch with parsed_files config allow_removals: true")
+    snapshot = launch.unchanged_snapshot(plan, etl.warehouse, etl.build_fingerprint(), previous)
+    if snapshot is not None:
+        context.log.info(f"nothing changed; snapshot {snapshot} stays current (a full refresh rebuilds anyway)")
+        return
     kept = previous.filter(pl.col("key").is_in(plan.changes.present) & ~pl.col("key").is_in(plan.to_parse))
     to_parse = plan.to_parse + fold_small_batches(kept, MAX_BATCHES - 1 if plan.to_parse else MAX_BATCHES)
     kept = kept.filter(~pl.col("key").is_in(to_parse))
@@ -66,7 +74,7 @@ def parsed_files(context: dg.AssetExecutionContext, config: ParseConfig, etl: Et
     for row in refused.iter_rows(named=True):
         context.log.warning(f"refused {row['source_file']!r}: {row['error']}")
     listed = parsed.select("source_file", "status", "record_count", "rejected_count", "encoding", "error")
-    return dg.Output(manifest, metadata=non_empty({
+    yield dg.Output(manifest, metadata=non_empty({
         "files": manifest.height,
         "files_parsed": len(to_parse),
         "files_new": len(plan.changes.new),
