@@ -8,31 +8,50 @@ is the same has nothing to do: publishing again would give the same tables.
 import functools
 import importlib.metadata
 import json
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 import xxhash
 
 PACKAGE = Path(__file__).resolve().parent
-# Libraries whose upgrade may change the rows (parsing, hashing, the search index).
 SHAPES_ROWS = (".py", ".sql", ".yaml")  # not the data docs' static web files
+# Libraries whose upgrade may change the rows (parsing, hashing, the search index).
 LIBRARIES = ("polars", "duckdb", "charset-normalizer", "xxhash")
 
 
 @functools.cache
 def code_version() -> str:
-    """A hash of the package's own files (code, SQL, the topic taxonomy) and the libraries' versions."""
+    """A hash of the package's own files (code, SQL, the default topic taxonomy), Python's version
+    and the libraries' versions."""
     digest = xxhash.xxh3_128()
     files = (p for p in PACKAGE.rglob("*") if p.suffix in SHAPES_ROWS and p.is_file())
     for path in sorted(files):
         digest.update(path.relative_to(PACKAGE).as_posix().encode())
         digest.update(path.read_bytes())
-    for library in LIBRARIES:
-        try:
-            digest.update(f"{library}={importlib.metadata.version(library)}".encode())
-        except importlib.metadata.PackageNotFoundError:
-            digest.update(f"{library}=none".encode())
+    digest.update(json.dumps({"python": sys.version_info[:3], **_versions(LIBRARIES)}, sort_keys=True).encode())
     return digest.hexdigest()
+
+
+def files_version(modules: tuple[str, ...], libraries: tuple[str, ...], settings: Mapping[str, object]) -> str:
+    """A hash of some of the package's ``modules`` (paths relative to it), Python's version, the
+    ``libraries``' versions and ``settings``."""
+    digest = xxhash.xxh3_128()
+    for module in modules:
+        digest.update(module.encode())
+        digest.update((PACKAGE / module).read_bytes())
+    digest.update(json.dumps({"python": sys.version_info[:3], **_versions(libraries), **settings}, sort_keys=True, default=str).encode())
+    return digest.hexdigest()
+
+
+def _versions(libraries: tuple[str, ...]) -> dict[str, str]:
+    found = {}
+    for library in libraries:
+        try:
+            found[library] = importlib.metadata.version(library)
+        except importlib.metadata.PackageNotFoundError:
+            found[library] = "none"
+    return found
 
 
 def fingerprint(settings: Mapping[str, object]) -> str:

@@ -86,7 +86,7 @@ def run_pipeline(seeds: Path | None, warehouse: Path | None, full: bool = False,
             plan, result = launch.run_in_process(
                 defs.resolve_job_def(ETL_JOB), instance, seeds, warehouse,
                 full=full, run_config=QUIET_LOGS, allow_removals=allow_removals or settings.allow_removals(),
-                build=defs.resources["etl"].build_fingerprint(),
+                etl=defs.resources["etl"],
             )
         except launch.NothingChanged as exc:
             print(exc)
@@ -193,13 +193,23 @@ def summarize(result, plan, instance_home: str, previous: bool | None = None) ->
     step_failures = list(result.get_step_failure_events())
     papers = metadata.get("papers")
     published = metadata.get("warehouse")
-    changes = plan.changes
-    parsed = "parsed" if result.success or not plan.to_parse or "parsed_files" in metadata else "did not parse its"
-    counts = f"{len(changes.new)} new, {len(changes.changed)} changed"
-    if getattr(plan, "full", False):
-        this_run = f"{parsed} {len(plan.to_parse)} file(s) (full refresh: {counts}, {len(changes.unchanged)} unchanged), {len(plan.removed)} removed"
+    # What the parse step did (it planned again when it started); the plan made before the run
+    # when the step did not get that far.
+    done = metadata.get("parsed_files")
+    if done:
+        files, parsed_count = done.get("files", 0), done.get("files_parsed", 0)
+        new, changed, removed = done.get("files_new", 0), done.get("files_changed", 0), done.get("files_removed", 0)
+        unchanged, full = files - new - changed, done.get("full_refresh", False)
     else:
-        this_run = f"{parsed} {len(plan.to_parse)} file(s) ({counts}), {len(plan.removed)} removed, {len(changes.unchanged)} unchanged"
+        changes = plan.changes
+        parsed_count, new, changed, removed = len(plan.to_parse), len(changes.new), len(changes.changed), len(plan.removed)
+        unchanged, full = len(changes.unchanged), getattr(plan, "full", False)
+    parsed = "parsed" if done or not parsed_count or result.success else "did not parse its"
+    counts = f"{new} new, {changed} changed"
+    if full:
+        this_run = f"{parsed} {parsed_count} file(s) (full refresh: {counts}, {unchanged} unchanged), {removed} removed"
+    else:
+        this_run = f"{parsed} {parsed_count} file(s) ({counts}), {removed} removed, {unchanged} unchanged"
     lines = [
         f"run {result.run_id} {'succeeded' if result.success else 'FAILED'} (DAGSTER_HOME={instance_home})",
         f"this run:   {this_run}",

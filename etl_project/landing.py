@@ -65,7 +65,7 @@ class FileState:
 
 
 def scan(root: Path) -> dict[str, FileState]:
-    """Every candidate file of the landing folder by partition key (symlinks are not followed:
+    """Every candidate file of the landing folder by file key (symlinks are not followed:
     ingest rejects those that lead outside; a broken one is seen with size 0). A subfolder that
     cannot be listed is a candidate too, so that ingest records it as refused, not skipped.
 
@@ -105,7 +105,7 @@ def sha256_of(path: Path) -> str | None:
 
 @dataclass(frozen=True)
 class Changes:
-    """Partition keys by what happened to their file, each list sorted."""
+    """File keys by what happened to their file, each list sorted."""
 
     new: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
@@ -210,9 +210,7 @@ def removal_refusal(plan: Plan, published: Collection[str] | None = None) -> str
 
 def make_plan(changes: Changes, full: bool = False, published: Collection[str] = (),
               hashes: Mapping[str, str | None] | None = None) -> Plan:
-    """A run parses the new and changed files; a full refresh every file it knows or that settled
-    (a new file still growing waits either way)."""
-    known = set(published)
-    everything = [*changes.new, *changes.changed, *changes.unchanged, *(k for k in changes.growing if k in known)]
-    to_parse = sorted(everything) if full else changes.to_parse
+    """A run parses the new and changed files; a full refresh every settled file (a file still
+    growing waits either way: a known one keeps the rows it was last parsed to)."""
+    to_parse = sorted([*changes.new, *changes.changed, *changes.unchanged]) if full else changes.to_parse
     return Plan(changes, to_parse, frozenset(published), full, dict(hashes or {}))

@@ -21,7 +21,7 @@ import json
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
 import polars as pl
@@ -33,6 +33,7 @@ STAGE = ".stage"
 RUNS = "runs"
 PARSED = "parsed_files"
 BATCHES = "batches"
+LANDING_MANIFEST = "landing_tables.manifest"  # beside a run's landing tables: the manifest they hold
 # Landing bytes parsed together before they are staged: bounds a parse step's memory, whatever
 # the number of files, at a few tens of times this (short one-line records cost the most per
 # byte). Smaller batches than this cost parse speed; larger ones memory for no speed.
@@ -95,7 +96,22 @@ def batches(paths: Iterable[Path], batch_bytes: int | None = None) -> Iterator[l
         yield batch
 
 
-MANIFEST_SCHEMA = {"key": pl.String, "source_file": pl.String, "sha256": pl.String, "batch": pl.String}
+MANIFEST_SCHEMA = {"key": pl.String, "source_file": pl.String, "sha256": pl.String, "batch": pl.String, "parsed_by": pl.String}
+# What shapes one file's parsed tables besides its bytes and the settings: these modules of the
+# package, Python (its codecs decode), and the libraries that decode and normalize.
+PARSING_MODULES = ("ingest.py", "normalize.py", "landing.py", "stage.py", "settings.py")
+PARSING_LIBRARIES = ("polars", "charset-normalizer", "xxhash")
+
+
+def parse_version(max_file_bytes: int = ingest.DEFAULT_MAX_FILE_BYTES,
+                  max_record_chars: int = ingest.DEFAULT_MAX_RECORD_CHARS) -> str:
+    """What parsed a batch (the manifest's ``parsed_by``): a file parsed by another version of the
+    parsing code or with other limits is parsed again, never reused."""
+    from etl_project import build_info
+
+    return build_info.files_version(PARSING_MODULES, PARSING_LIBRARIES, {
+        "schema": _version(), "max_file_bytes": max_file_bytes, "max_record_chars": max_record_chars,
+    })
 
 
 def parse_batch(warehouse: Path, root: Path, keys: list[str], batch: str,
@@ -118,12 +134,24 @@ def parse_batch(warehouse: Path, root: Path, keys: list[str], batch: str,
     return pl.concat(parsed) if parsed else ingest.file_tables([])["source_files"]
 
 
-def manifest(keys_by_batch: dict[str, list[str]], hashes: dict[str, str | None]) -> pl.DataFrame:
-    """The manifest of the files ``keys_by_batch`` lists: key, source_file, sha256 and the batch
-    holding its rows, in source_file order."""
-    rows = [(key, ingest.source_file_name(landing.file_name(key)), hashes.get(key), batch)
-            for batch, keys in keys_by_batch.items() for key in keys]
-    return pl.DataFrame(rows, schema=MANIFEST_SCHEMA, orient="row").sort("source_file")
+def manifest(keys: list[str], batch: str, parsed: pl.DataFrame, looked: Mapping[str, str | None],
+             parsed_by: str, max_file_bytes: int) -> pl.DataFrame:
+    """The manifest rows of the files ``keys`` just parsed into ``batch`` (``parsed``: their
+    source_files rows), in source_file order. Each file's sha256 is that of the bytes parsed, so
+    a file that changed after the plan looked at it is looked at again next time; a file refused
+    before it was read gets none (it is tried again), except one refused for its size, which
+    keeps the sha256 the plan saw (the same bytes would be refused again)."""
+    names = pl.DataFrame({"key": keys, "source_file": [ingest.source_file_name(landing.file_name(k)) for k in keys],
+                          "looked": [looked.get(k) for k in keys]}, schema={"key": pl.String, "source_file": pl.String, "looked": pl.String})
+    return (
+        names.join(parsed.select("source_file", "sha256", "size_bytes"), on="source_file", how="left", validate="1:1")
+        .select(
+            "key", "source_file",
+            sha256=pl.coalesce("sha256", pl.when(pl.col("size_bytes") > max_file_bytes).then("looked")),
+            batch=pl.lit(batch), parsed_by=pl.lit(parsed_by),
+        )
+        .sort("source_file")
+    )
 
 
 def manifest_digest(manifest_frame: pl.DataFrame) -> str:
@@ -133,13 +161,14 @@ def manifest_digest(manifest_frame: pl.DataFrame) -> str:
     return xxhash.xxh3_128_hexdigest(json.dumps(rows).encode())
 
 
-def known_files(warehouse: Path, manifest_frame: pl.DataFrame | None) -> pl.DataFrame:
-    """The rows of a manifest whose batch is staged by this version of the code (the others must
-    be parsed again); an empty manifest when there is none."""
-    if manifest_frame is None:
+def known_files(warehouse: Path, manifest_frame: pl.DataFrame | None, parsed_by: str) -> pl.DataFrame:
+    """The rows of a manifest parsed by ``parsed_by`` (parse_version) whose batch is staged: the
+    others must be parsed again. An empty manifest when there is none (or it is of an older
+    release, without ``parsed_by``)."""
+    if manifest_frame is None or "parsed_by" not in manifest_frame.columns:
         return pl.DataFrame(schema=MANIFEST_SCHEMA)
     staged = [b for b in manifest_frame["batch"].unique().to_list() if batch_folder(warehouse, b).is_dir()]
-    return manifest_frame.filter(pl.col("batch").is_in(staged))
+    return manifest_frame.filter(pl.col("batch").is_in(staged) & (pl.col("parsed_by") == parsed_by))
 
 
 def scan_manifest(warehouse: Path, manifest_frame: pl.DataFrame) -> dict[str, pl.LazyFrame]:
@@ -164,14 +193,17 @@ def scan_manifest(warehouse: Path, manifest_frame: pl.DataFrame) -> dict[str, pl
 
 
 def prune_batches(warehouse: Path, keep: set[str]) -> int:
-    """Delete the staged batches no kept manifest points at, and the folders of other versions
-    of the code; returns how many batches went."""
+    """Delete the staged batches not in ``keep``, the folders of other table schemas, and anything
+    else in the current one (what older releases staged per file); returns how many batches went."""
     current = _parsed_folder(warehouse)
     removed = 0
     for folder in (warehouse / STAGE).glob(f"{PARSED}@*"):
         if folder != current:
             shutil.rmtree(folder, ignore_errors=True)
             continue
+        for path in folder.iterdir():
+            if path.name != BATCHES:
+                shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
         for batch in (folder / BATCHES).glob("*"):
             if batch.name not in keep:
                 shutil.rmtree(batch, ignore_errors=True)

@@ -1,9 +1,8 @@
-"""Partition keys, fingerprints and change detection of the landing folder (no Dagster)."""
+"""File keys, fingerprints, change detection and plans of the landing folder (no Dagster)."""
 
 import os
 from pathlib import Path
 
-from dagster._core.definitions.partitions.utils.base import INVALID_PARTITION_SUBSTRINGS
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -30,10 +29,11 @@ names = st.text(st.characters(codec="utf-8") | st.sampled_from(["%", ".", "\udce
 
 
 @given(names)
-def test_keys_round_trip_and_are_valid_partition_keys(name):
+def test_keys_round_trip_and_are_plain_text(name):
     key = landing.file_key(name)
     assert landing.file_name(key) == name
-    assert not any(bad in key for bad in INVALID_PARTITION_SUBSTRINGS)
+    assert "..." not in key and all(0x20 <= ord(char) != 0x7F for char in key)  # no control characters
+    assert not any(0xDC80 <= ord(char) <= 0xDCFF for char in key)  # valid UTF-8: any tool can store it
 
 
 def write(folder: Path, name: str, text: str, mtime: int | None = None) -> Path:

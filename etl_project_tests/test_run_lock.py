@@ -171,7 +171,7 @@ def test_the_resource_holds_the_lock_while_it_is_in_use(tmp_path: Path):
 # --- a pipeline run takes it before its first step ------------------------------------------
 
 
-def test_a_run_of_the_cross_file_assets_waits_for_the_lock_before_its_first_step(
+def test_a_run_waits_for_the_lock_before_its_first_step(
     holders, seeds_copy: Path, tmp_path: Path
 ):
     from etl_project.definitions import ETL_JOB, build_defs
@@ -189,7 +189,7 @@ def test_a_run_of_the_cross_file_assets_waits_for_the_lock_before_its_first_step
         holder = holders(settings.catalog(warehouse), warehouse, "run-elsewhere")
         holder.wait_for("HOLDING")
         outcome = {}
-        # Nothing changed: the run re-runs the cross-file assets only (as after a removed file).
+        # Nothing changed: the run's parse step finds nothing to do, after it took the lock.
         thread = threading.Thread(target=lambda: outcome.update(
             zip(("plan", "result"), launch.run_in_process(job, instance, seeds_copy, warehouse))))
         thread.start()

@@ -26,7 +26,7 @@ def test_a_run_parses_new_and_changed_files_a_full_refresh_every_file():
     plan = landing.make_plan(found, published=["a", "b", "c", "e", "gone"])
     assert (plan.to_parse, plan.removed) == (["b", "d"], ["gone"])
     full = landing.make_plan(found, full=True, published=["a", "b", "c", "e", "gone"])
-    assert full.to_parse == ["a", "b", "c", "d", "e"]  # a known file still growing is parsed as it was; a new one waits
+    assert full.to_parse == ["a", "b", "c", "d"]  # a file still growing is never read half-written
 
 
 def parse_metadata(result) -> dict:
@@ -160,7 +160,7 @@ def test_full_refresh_parses_every_file_again(seeds_copy: Path, tmp_path: Path, 
 
 
 def test_each_run_keeps_its_own_cross_file_stage_and_old_runs_are_pruned(seeds_copy: Path, tmp_path: Path, instance):
-    runs = [materialize_all(seeds_copy, tmp_path / "wh", instance) for _ in range(3)]
+    runs = [materialize_all(seeds_copy, tmp_path / "wh", instance, full=True) for _ in range(3)]  # each rebuilds
     assert all(r.success for r in runs)
     staged = sorted(p.name for p in (tmp_path / "wh" / stage.STAGE / stage.RUNS).iterdir())
     assert staged == [runs[-1].run_id]  # the latest materializations are all the last run's
@@ -293,3 +293,94 @@ def test_any_sequence_of_runs_equals_a_full_build(tmp_path_factory, steps):
             result = materialize_all(landing_dir, warehouse, instance, allow_removals=True)
             assert result.success
             assert_same_as_full_build(landing_dir, warehouse, root / f"full{number}")
+
+
+def test_a_file_that_could_not_be_read_is_read_again_by_the_next_run(tmp_path: Path, instance, monkeypatch):
+    from etl_project import ingest
+
+    landing_dir, warehouse = tmp_path / "landing", tmp_path / "wh"
+    landing_dir.mkdir()
+    (landing_dir / "a.txt").write_text(paper_list("A", *ABSTRACTS[:2]))
+    (landing_dir / "b.txt").write_text(paper_list("B", *ABSTRACTS[2:4]))
+    read = ingest._read_regular_file
+
+    def failing(real: Path, limit: int):
+        if real.name == "b.txt":
+            raise OSError(5, "Input/output error")
+        return read(real, limit)
+
+    monkeypatch.setattr(ingest, "_read_regular_file", failing)
+    assert materialize_all(landing_dir, warehouse, instance).success
+    assert count(warehouse, "SELECT status FROM source_files WHERE source_file = 'b.txt'") == [("rejected",)]
+    monkeypatch.setattr(ingest, "_read_regular_file", read)
+    plan = launch.plan_run(instance, landing_dir, warehouse)
+    assert plan.to_parse == ["b.txt"]  # its sha256 was never read: it counts as changed
+    assert materialize_all(landing_dir, warehouse, instance).success
+    assert_same_as_full_build(landing_dir, warehouse, tmp_path / "full")
+
+
+def test_files_parsed_with_other_limits_or_code_are_parsed_again(tmp_path: Path):
+    parsed_by = stage.parse_version()
+    assert stage.parse_version(max_file_bytes=10) != parsed_by != stage.parse_version(max_record_chars=10)
+    (tmp_path / stage.STAGE).mkdir()
+    stage.batch_folder(tmp_path, "b1").mkdir(parents=True)
+    rows = pl.DataFrame({"key": ["a", "b"], "source_file": ["a", "b"], "sha256": ["x", "y"], "batch": ["b1", "gone"],
+                         "parsed_by": [parsed_by, parsed_by]}, schema=stage.MANIFEST_SCHEMA)
+    assert stage.known_files(tmp_path, rows, parsed_by)["key"].to_list() == ["a"]  # b's batch is not staged
+    assert stage.known_files(tmp_path, rows, stage.parse_version(max_file_bytes=10)).is_empty()
+    assert stage.known_files(tmp_path, rows.drop("parsed_by"), parsed_by).is_empty()  # an older release's manifest
+
+
+def test_a_snapshot_of_tables_stacked_from_an_older_parse_says_so(tmp_path: Path, instance):
+    """Only parsed_files, then only the warehouse: the publish is of the landing tables stacked
+    before the new file was parsed, and the snapshot records that, so a run is still needed."""
+    from etl_project.definitions import build_defs
+
+    landing_dir, warehouse = tmp_path / "landing", tmp_path / "wh"
+    landing_dir.mkdir()
+    (landing_dir / "a.txt").write_text(paper_list("A", *ABSTRACTS[:2]))
+    assert materialize_all(landing_dir, warehouse, instance).success
+    (landing_dir / "c.txt").write_text(paper_list("C", ABSTRACTS[4]))
+    job = build_defs(str(landing_dir), str(warehouse)).resolve_job_def("etl")
+    for asset in ("parsed_files", "warehouse"):
+        assert job.execute_in_process(instance=instance, asset_selection=[dg.AssetKey(asset)]).success
+    assert count(warehouse, "SELECT source_file FROM source_files") == [("a.txt",)]
+    last = launch.last_manifest(instance, warehouse)
+    assert last["key"].to_list() == ["a.txt", "c.txt"]
+    plan = launch.plan_run(instance, landing_dir, warehouse, manifest=last)
+    assert launch.unchanged_snapshot(plan, warehouse, EtlSettings().build_fingerprint(), last) is None
+    assert materialize_all(landing_dir, warehouse, instance).success  # c's batch was kept for it
+    assert_same_as_full_build(landing_dir, warehouse, tmp_path / "full")
+
+
+def test_a_file_still_growing_is_never_read_to_fold_batches(tmp_path: Path, instance, monkeypatch):
+    import os
+    import time
+
+    from etl_project.definitions import build_defs
+
+    monkeypatch.setattr(assets, "MAX_BATCHES", 2)
+    landing_dir, warehouse = tmp_path / "landing", tmp_path / "wh"
+    landing_dir.mkdir()
+    job = build_defs(str(landing_dir), str(warehouse)).resolve_job_def("etl")
+
+    def write(name: str, text: str, age_seconds: float = 600) -> None:
+        (landing_dir / name).write_text(text)
+        stamp = time.time_ns() - int(age_seconds * 1e9)
+        os.utime(landing_dir / name, ns=(stamp, stamp))
+
+    def run() -> dg.ExecuteInProcessResult:
+        result = job.execute_in_process(instance=instance, run_config=launch.parse_config(settle_seconds=60))
+        assert result.success
+        return result
+
+    write("a.txt", paper_list("A", ABSTRACTS[0]))
+    run()
+    write("b.txt", paper_list("B", ABSTRACTS[1]))
+    run()  # two batches: a's and b's
+    write("a.txt", paper_list("A", "HALF WRITTEN"), age_seconds=0)  # being rewritten right now
+    write("c.txt", paper_list("C", ABSTRACTS[2]))
+    result = run()  # c needs a batch: b's is the smallest one that may be read again
+    assert parse_metadata(result)["files_waiting"] == 1
+    assert count(warehouse, "SELECT raw_text FROM raw_records WHERE source_file = 'a.txt'") == [(ABSTRACTS[0],)]
+    assert manifest(warehouse, result).group_by("batch").len().height <= 2

@@ -52,7 +52,7 @@ def parsed_files(context: dg.AssetExecutionContext, config: ParseConfig, etl: Et
     (launch.unchanged_snapshot) and the run is not a full refresh, nothing is parsed or
     published: the run says so and its later steps are skipped."""
     launch.tag_run_with_process(context)
-    previous = launch.last_manifest(context.instance, etl.warehouse)
+    previous = launch.last_manifest(context.instance, etl.warehouse, etl.parse_version())
     plan = launch.plan_run(context.instance, etl.seeds, etl.warehouse, config.full, config.settle_seconds, previous)
     refusal = launch.removal_refusal(plan, etl.warehouse)
     if refusal and not (config.allow_removals or settings.allow_removals()):
@@ -63,13 +63,15 @@ def parsed_files(context: dg.AssetExecutionContext, config: ParseConfig, etl: Et
         context.log.info(f"nothing changed; snapshot {snapshot} stays current (a full refresh rebuilds anyway)")
         return
     kept = previous.filter(pl.col("key").is_in(plan.changes.present) & ~pl.col("key").is_in(plan.to_parse))
-    to_parse = plan.to_parse + fold_small_batches(kept, MAX_BATCHES - 1 if plan.to_parse else MAX_BATCHES)
+    # This run's batch counts too when it parses anything (and it does when it folds any).
+    new_batch = bool(plan.to_parse) or kept["batch"].n_unique() > MAX_BATCHES
+    folded = fold_small_batches(kept, plan.changes.growing, MAX_BATCHES - new_batch)
+    to_parse = sorted(plan.to_parse + folded)
     kept = kept.filter(~pl.col("key").is_in(to_parse))
     batch = stage.new_batch_id()
     parsed = stage.parse_batch(etl.warehouse, etl.seeds, to_parse, batch, etl.max_file_bytes, etl.max_record_chars)
-    # sha256 as the plan's look saw it: a file refused before it was read (too large) has one too,
-    # so it is not parsed again and again.
-    manifest = pl.concat([kept, stage.manifest({batch: to_parse}, plan.hashes)]).sort("source_file")
+    fresh = stage.manifest(to_parse, batch, parsed, plan.hashes, etl.parse_version(), etl.max_file_bytes)
+    manifest = pl.concat([kept, fresh]).sort("source_file")
     refused = parsed.filter(pl.col("status") == "rejected")
     for row in refused.iter_rows(named=True):
         context.log.warning(f"refused {row['source_file']!r}: {row['error']}")
@@ -81,7 +83,7 @@ def parsed_files(context: dg.AssetExecutionContext, config: ParseConfig, etl: Et
         "files_changed": len(plan.changes.changed),
         "files_removed": len(plan.removed),
         "files_waiting": len(plan.changes.growing),
-        "files_refolded": len(to_parse) - len(plan.to_parse),
+        "files_refolded": len(folded),
         "full_refresh": config.full,
         "batch": batch if to_parse else None,
         **status_counts(parsed),
@@ -94,12 +96,18 @@ def parsed_files(context: dg.AssetExecutionContext, config: ParseConfig, etl: Et
     }))
 
 
-def fold_small_batches(kept: pl.DataFrame, limit: int) -> list[str]:
-    """The keys of the smallest batches' files to parse again, so ``kept`` spans at most
-    ``limit`` batches."""
-    sizes = kept.group_by("batch").agg(pl.len(), pl.col("key")).sort("len", "batch")
+def fold_small_batches(kept: pl.DataFrame, growing: list[str], limit: int) -> list[str]:
+    """The keys of the files of the smallest batches to parse again, so that what stays of
+    ``kept`` spans at most ``limit`` batches. A batch holding a file still ``growing`` stays as it
+    is: that file is never read half-written (the bound then waits for a later run)."""
+    sizes = (
+        kept.group_by("batch")
+        .agg(pl.len(), pl.col("key"), busy=pl.col("key").is_in(growing).any())
+        .sort("len", "batch")
+    )
     excess = max(sizes.height - limit, 0)
-    return sorted(key for keys in sizes["key"].head(excess).to_list() for key in keys)
+    foldable = sizes.filter(~pl.col("busy")).head(excess)
+    return sorted(key for keys in foldable["key"].to_list() for key in keys)
 
 
 @dg.multi_asset(
@@ -122,11 +130,12 @@ def fold_small_batches(kept: pl.DataFrame, limit: int) -> list[str]:
         ),
     },
 )
-def landing_tables(etl: EtlSettings, parsed_files: pl.DataFrame):
+def landing_tables(context: dg.AssetExecutionContext, etl: EtlSettings, parsed_files: pl.DataFrame):
     """Every landing file's tables, each file's rows from the stage batch the manifest
     (parsed_files) names, stacked into one table each in file and paragraph order, streamed from
-    stage to stage."""
+    stage to stage. The manifest is kept beside them: the publish records what they hold."""
     parsed = stage.scan_manifest(etl.warehouse, parsed_files)
+    stage.write(parsed_files, stage.run_path(etl.warehouse, context.run_id, stage.LANDING_MANIFEST))
     for table in ("source_files", "raw_records", "rejected_records", "records"):
         frame = parsed[table]
         metadata = table_metadata(frame, table)
@@ -192,7 +201,7 @@ def source_overlap(paper_occurrences: pl.LazyFrame) -> dg.Output[pl.DataFrame]:
     kinds={"duckdb", "parquet"},
     owners=OWNERS,
     # The staged files themselves: publish links them into the lake's data path.
-    ins={name: dg.AssetIn(name, dagster_type=Path) for name in (*PUBLISHED_TABLES, "parsed_files")},
+    ins={name: dg.AssetIn(name, dagster_type=Path) for name in PUBLISHED_TABLES},
     # After the checks' steps (checks.AFTER_ASSETS), so their verdicts show before the publish.
     op_tags={"dagster/priority": "-2"},
 )
@@ -203,7 +212,8 @@ def warehouse(context: dg.AssetExecutionContext, etl: EtlSettings, gx: GxValidat
     whichever run staged them (a check failing only WARN expectations does not stop it). Every
     table comes from this run's own stage; tables taken from earlier runs (a run of only some
     assets) must still line up, or nothing is published."""
-    manifest = pl.read_parquet(staged.pop("parsed_files"))
+    # The manifest the landing tables were stacked from, whichever run stacked them.
+    manifest = pl.read_parquet(staged["source_files"].with_name(f"{stage.LANDING_MANIFEST}.parquet"))
     failed = gx.blocking_failures(context, etl.warehouse, staged)
     if failed:
         raise dg.Failure(f"not publishing: {len(failed)} check(s) failed at ERROR severity: {', '.join(failed)}")
@@ -217,7 +227,8 @@ def warehouse(context: dg.AssetExecutionContext, etl: EtlSettings, gx: GxValidat
     context.log.info(f"published snapshot {published.snapshot_id} of {target.catalog}")
     for note in published.notes:
         context.log.warning(note)
-    removed = stage.prune_batches(etl.warehouse, set(manifest["batch"]))
+    latest = launch.last_manifest(context.instance, etl.warehouse, etl.parse_version())  # what the next run reuses
+    removed = stage.prune_batches(etl.warehouse, {*manifest["batch"], *latest["batch"]})
     pruned_runs = stage.prune_runs(etl.warehouse, _still_needed(context))
     source_files = tables["source_files"].collect()
     refused = source_files.filter(pl.col("status") == "rejected").select("source_file", "error")
@@ -238,10 +249,12 @@ def warehouse(context: dg.AssetExecutionContext, etl: EtlSettings, gx: GxValidat
 
 def _still_needed(context: dg.AssetExecutionContext):
     """Which runs' staged outputs to keep: this run's, any run still going, and the runs that hold
-    the latest materialization of a staged asset (what a later run of only some assets reads)."""
+    the latest materialization of a staged asset (what a later run of only some assets reads, and
+    the manifest the next parse starts from)."""
+    staged_assets = [*context.assets_def.keys_by_input_name.values(), dg.AssetKey(launch.PARSE_ASSET)]
     latest = {
         event.run_id
-        for key in context.assets_def.keys_by_input_name.values()
+        for key in staged_assets
         if (event := context.instance.get_latest_materialization_event(key)) is not None
     }
 

@@ -16,6 +16,7 @@ import dagster as dg
 import polars as pl
 
 from etl_project import ingest, landing, locks, settings, stage
+from etl_project.defs.resources import EtlSettings, staged_file
 
 PARSE_ASSET = "parsed_files"
 PID_TAG = "etl_project/pid"
@@ -39,23 +40,23 @@ class NothingChanged(Exception):
         self.snapshot_id = snapshot_id
 
 
-def last_manifest(instance: dg.DagsterInstance, warehouse: Path) -> pl.DataFrame:
-    """The files the stage holds, from the manifest of the latest parse whose batches this version
-    of the code staged (none: an empty manifest, and everything is parsed)."""
-    from etl_project.defs.resources import staged_file
-
+def last_manifest(instance: dg.DagsterInstance, warehouse: Path, parsed_by: str | None = None) -> pl.DataFrame:
+    """The files the stage holds: the rows of the latest parse's manifest that ``parsed_by``
+    (stage.parse_version; default: the default limits) parsed into batches still staged. The
+    other files are parsed again."""
+    parsed_by = parsed_by or stage.parse_version()
     try:
         path = staged_file(instance, warehouse, dg.AssetKey(PARSE_ASSET), None)
     except FileNotFoundError:
-        return stage.known_files(warehouse, None)
-    return stage.known_files(warehouse, pl.read_parquet(path))
+        return stage.known_files(warehouse, None, parsed_by)
+    return stage.known_files(warehouse, pl.read_parquet(path), parsed_by)
 
 
 def plan_run(instance: dg.DagsterInstance, seeds: Path, warehouse: Path, full: bool = False,
              settle_seconds: float = 0.0, manifest: pl.DataFrame | None = None) -> landing.Plan:
-    """Compare the landing folder with the last parse's manifest (by sha256); files whose mtime is
-    younger than ``settle_seconds`` wait. Raises ingest.LandingFolderError when the folder is
-    missing or cannot be listed."""
+    """Compare the landing folder with ``manifest`` (default: last_manifest) by sha256; files whose
+    mtime is younger than ``settle_seconds`` wait. Raises ingest.LandingFolderError when the
+    folder is missing or cannot be listed."""
     current = landing.scan(seeds)
     manifest = last_manifest(instance, warehouse) if manifest is None else manifest
     published = dict(zip(manifest["key"], manifest["sha256"]))
@@ -102,7 +103,7 @@ def removal_refusal(plan: landing.Plan, warehouse: Path) -> str | None:
 
 
 def published_keys(plan: landing.Plan, warehouse: Path) -> frozenset[str]:
-    """The partition keys (among the plan's) of the files in ``source_files`` of the current snapshot."""
+    """The file keys (among the plan's) of the files in ``source_files`` of the current snapshot."""
     from etl_project import lake
 
     target = lake.Lake.of(warehouse)
@@ -186,7 +187,7 @@ def run_in_process(
     full: bool = False,
     run_config: dict | None = None,
     allow_removals: bool = False,
-    build: str | None = None,
+    etl: EtlSettings | None = None,
 ) -> tuple[landing.Plan, dg.ExecuteInProcessResult]:
     """Run ``job`` in this process: the parse step parses the new and changed files (all files
     when ``full``), then every cross-file asset is rebuilt and published. Returns the plan made
@@ -195,20 +196,21 @@ def run_in_process(
     Raises RunRefused, before anything changed, when the instance serves other folders or the
     plan removes too many published files (landing.removal_refusal) and ``allow_removals`` is
     not set; NothingChanged, without starting a run, when the current snapshot was built from
-    exactly this landing folder by the same code and settings (``build``; None: always run);
-    ingest.LandingFolderError when the landing folder is missing or unreadable."""
+    exactly this landing folder by the same code and settings (those of ``etl``, the job's
+    resource; None: always run); ingest.LandingFolderError when the landing folder is missing or
+    unreadable."""
     with home_lock(Path(instance.root_directory)):
         other = serves_other_folders(instance, seeds, warehouse)
         if other:
             raise RunRefused(other)
         reap_dead_runs(instance)
-    manifest = last_manifest(instance, warehouse)
+    manifest = last_manifest(instance, warehouse, etl.parse_version() if etl else None)
     plan = plan_run(instance, seeds, warehouse, full, manifest=manifest)
     refusal = removal_refusal(plan, warehouse)
     if refusal and not allow_removals:
         raise RunRefused(f"{refusal}; nothing was changed. If those files really are gone, run again "
                          "with --allow-removals")
-    if build is not None and (snapshot := unchanged_snapshot(plan, warehouse, build, manifest)) is not None:
+    if etl is not None and (snapshot := unchanged_snapshot(plan, warehouse, etl.build_fingerprint(), manifest)) is not None:
         raise NothingChanged(snapshot, len(plan.hashes))
     result = job.execute_in_process(
         instance=instance,

@@ -11,6 +11,7 @@ import dagster as dg
 import polars as pl
 
 from etl_project import build_info, ingest, run_lock, settings, stage
+from etl_project.enrich import topics
 from etl_project.lake import Lake
 from etl_project.near_dedup import NearConfig
 from etl_project.quality import background, runner
@@ -40,11 +41,17 @@ class EtlSettings(dg.ConfigurableResource):
     near_threshold: float = NearConfig.threshold
 
     def build_fingerprint(self) -> str:
-        """The code and the settings that shape the published rows (recorded in each snapshot)."""
+        """The code and the settings that shape the published rows (recorded in each snapshot),
+        the topic taxonomy in use among them (ETL_TAXONOMY may name one outside the package)."""
         return build_info.fingerprint({
             "max_file_bytes": self.max_file_bytes, "max_record_chars": self.max_record_chars,
             "near_duplicates": self.near_duplicates, "near_threshold": self.near_threshold,
+            "taxonomy": str(topics.taxonomy_path()), "taxonomy_version": topics.taxonomy_version(),
         })
+
+    def parse_version(self) -> str:
+        """What parses a landing file: stage.parse_version with these limits."""
+        return stage.parse_version(self.max_file_bytes, self.max_record_chars)
 
     def near_config(self) -> NearConfig | None:
         if not self.near_duplicates:

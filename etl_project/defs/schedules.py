@@ -31,7 +31,8 @@ def nightly_full_refresh(context: dg.ScheduleEvaluationContext, etl: EtlSettings
     if other:
         return dg.SkipReason(f"skipped: {other}")
     try:
-        plan = launch.plan_run(context.instance, etl.seeds, etl.warehouse, full=True)
+        manifest = launch.last_manifest(context.instance, etl.warehouse, etl.parse_version())
+        plan = launch.plan_run(context.instance, etl.seeds, etl.warehouse, full=True, manifest=manifest)
     except ingest.LandingFolderError as exc:
         return dg.SkipReason(f"skipped: {exc}")
     refusal = launch.removal_refusal(plan, etl.warehouse)

@@ -7,7 +7,10 @@ already parsed are not parsed again):
   every settled new and changed file and whose publish leaves the removed ones out;
 - a file still growing waits for a later tick;
 - while a run the sensor asked for is queued or running, the tick asks for nothing: that run
-  parses what settled by its start, and the next tick sees what is left.
+  parses what settled by its start, and the next tick sees what is left;
+- nothing new, but the published snapshot lags behind the last parse (a run killed after its
+  parse, a publish that failed, an upgrade of the code): one run to catch up, asked for once per
+  parse and build, so that a run failing a check is not asked for again at every tick.
 The cursor (JSON, stored by the instance) survives restarts of the daemon.
 
 A tick asks for nothing, and says why in its skip reason, when the landing folder is missing or
@@ -24,7 +27,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from etl_project import ingest, landing, settings
+from etl_project import ingest, landing, settings, stage
 from etl_project.defs import launch
 from etl_project.defs.jobs import ETL_JOB
 from etl_project.defs.resources import EtlSettings
@@ -33,14 +36,15 @@ INTERVAL_ENV = "ETL_SENSOR_INTERVAL_SECONDS"
 SENSOR_TRIGGER = "landing_sensor"
 
 
-def _load_cursor(raw: str | None) -> tuple[int, dict[str, landing.FileState]]:
-    """``(tick number, what each file looked like)``."""
+def _load_cursor(raw: str | None) -> tuple[int, dict[str, landing.FileState], str | None]:
+    """``(tick number, what each file looked like, the catch-up run last asked for)``."""
     data = json.loads(raw) if raw else {}
-    return data.get("tick", 0), {k: landing.FileState(*v) for k, v in data.get("seen", {}).items()}
+    return data.get("tick", 0), {k: landing.FileState(*v) for k, v in data.get("seen", {}).items()}, data.get("caught_up")
 
 
-def _dump_cursor(tick: int, seen: dict[str, landing.FileState]) -> str:
-    return json.dumps({"tick": tick, "seen": {k: [s.size, s.mtime_ns, s.sha256] for k, s in sorted(seen.items())}})
+def _dump_cursor(tick: int, seen: dict[str, landing.FileState], caught_up: str | None) -> str:
+    states = {k: [s.size, s.mtime_ns, s.sha256] for k, s in sorted(seen.items())}
+    return json.dumps({"tick": tick, "seen": states, "caught_up": caught_up})
 
 
 @dg.sensor(
@@ -58,21 +62,33 @@ def landing_sensor(context: dg.SensorEvaluationContext, etl: EtlSettings):
             context.log.warning(f"skipped: {other}")
             return dg.SensorResult(skip_reason=f"skipped: {other}", cursor=context.cursor)
     launch.reap_dead_runs(context.instance)
-    tick, seen = _load_cursor(context.cursor)
+    tick, seen, caught_up = _load_cursor(context.cursor)
     try:
         current = landing.scan(etl.seeds)
     except ingest.LandingFolderError as exc:
         return dg.SensorResult(skip_reason=f"skipped: {exc}", cursor=context.cursor)
-    manifest = launch.last_manifest(context.instance, etl.warehouse)
+    manifest = launch.last_manifest(context.instance, etl.warehouse, etl.parse_version())
     published = dict(zip(manifest["key"], manifest["sha256"]))
     changes, looked = landing.detect_changes(
         etl.seeds, current, published, previous=seen, settle_seconds=etl.settle_seconds
     )
     plan = landing.make_plan(changes, published=published)
-    cursor = _dump_cursor(tick + 1, looked)
+    cursor = _dump_cursor(tick + 1, looked, caught_up)
     if not (plan.to_parse or plan.removed):
         waiting = f"; waiting for {len(changes.growing)} file(s) to settle" if changes.growing else ""
-        return dg.SensorResult(skip_reason=f"no new, changed or removed files{waiting}", cursor=cursor)
+        if changes.growing or _sensor_runs_in_flight(context.instance):
+            return dg.SensorResult(skip_reason=f"no new, changed or removed files{waiting}", cursor=cursor)
+        # Nothing new since the last parse, but the snapshot may lag behind it (a run killed after
+        # its parse, a publish that failed, new code): one run to catch up, asked for once per
+        # (parse, build), so a run that keeps failing is not asked for at every tick.
+        behind = launch.unchanged_snapshot(plan, etl.warehouse, etl.build_fingerprint(), manifest) is None
+        marker = f"{stage.manifest_digest(manifest)}:{etl.build_fingerprint()}"
+        if not behind or marker == caught_up:
+            return dg.SensorResult(skip_reason="no new, changed or removed files", cursor=cursor)
+        context.log.info("the published snapshot lags behind the landing folder: one run to catch up")
+        run = dg.RunRequest(run_key=_run_key(tick, plan), run_config=launch.parse_config(settle_seconds=etl.settle_seconds),
+                            tags={launch.TRIGGER_TAG: SENSOR_TRIGGER})
+        return dg.SensorResult(run_requests=[run], cursor=_dump_cursor(tick + 1, looked, marker))
     refusal = launch.removal_refusal(plan, etl.warehouse)
     if refusal and not settings.allow_removals():
         reason = (f"skipped: {refusal}. If those files really are gone, run `etl-project run --allow-removals` "
