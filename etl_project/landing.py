@@ -130,12 +130,15 @@ def detect_changes(
     previous: Mapping[str, FileState] | None = None,
     now_ns: int | None = None,
     settle_seconds: float = 0.0,
+    parsed: Mapping[str, FileState] | None = None,
 ) -> tuple[Changes, dict[str, FileState]]:
     """Compare the folder (``current``) with the sha256 last parsed per key (``known``).
 
     ``previous`` is the previous look (size, mtime and sha256 per key) or None when there is no
     previous look (the CLI, a run): then a file is settled once its mtime is ``settle_seconds``
-    old. Returns the changes and the
+    old. ``parsed`` is what each file looked like when it was last parsed: a file with that same
+    size and mtime (to the nanosecond) and a known sha256 is not read again, as for a file not
+    touched since the previous look. Returns the changes and the
     states to remember for the next look (with sha256 filled in for the files that were hashed).
     """
     now_ns = now_ns if now_ns is not None else time.time_ns()
@@ -144,8 +147,9 @@ def detect_changes(
     seen: dict[str, FileState] = {}
     for key, state in sorted(current.items()):
         before = previous.get(key) if previous is not None else None
-        if before is not None and state.same_stat(before) and before.sha256 is not None and before.sha256 == known.get(key):
-            seen[key] = before  # not touched since it was last hashed and parsed
+        cached = next((s for s in (before, (parsed or {}).get(key)) if s is not None and state.same_stat(s)), None)
+        if cached is not None and cached.sha256 is not None and cached.sha256 == known.get(key):
+            seen[key] = cached  # not touched since it was last hashed and parsed
             unchanged.append(key)
             continue
         settled = (previous is None or state.same_stat(before)) and now_ns - state.mtime_ns >= settle_ns
@@ -175,8 +179,13 @@ class Plan:
     # removal_refusal weighs when the lake cannot be read.
     published: frozenset[str] = frozenset()
     full: bool = False
-    # sha256 of each file of the folder as the look that made the plan saw it (None: unreadable).
-    hashes: Mapping[str, str | None] = field(default_factory=dict)
+    # Each file of the folder as the look that made the plan saw it: size, mtime and sha256
+    # (None: unreadable, or still growing and not read).
+    looked: Mapping[str, FileState] = field(default_factory=dict)
+
+    @property
+    def hashes(self) -> dict[str, str | None]:
+        return {key: state.sha256 for key, state in self.looked.items()}
 
     @property
     def removed(self) -> list[str]:
@@ -209,8 +218,8 @@ def removal_refusal(plan: Plan, published: Collection[str] | None = None) -> str
 
 
 def make_plan(changes: Changes, full: bool = False, published: Collection[str] = (),
-              hashes: Mapping[str, str | None] | None = None) -> Plan:
+              looked: Mapping[str, FileState] | None = None) -> Plan:
     """A run parses the new and changed files; a full refresh every settled file (a file still
     growing waits either way: a known one keeps the rows it was last parsed to)."""
     to_parse = sorted([*changes.new, *changes.changed, *changes.unchanged]) if full else changes.to_parse
-    return Plan(changes, to_parse, frozenset(published), full, dict(hashes or {}))
+    return Plan(changes, to_parse, frozenset(published), full, dict(looked or {}))

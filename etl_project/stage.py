@@ -96,7 +96,10 @@ def batches(paths: Iterable[Path], batch_bytes: int | None = None) -> Iterator[l
         yield batch
 
 
-MANIFEST_SCHEMA = {"key": pl.String, "source_file": pl.String, "sha256": pl.String, "batch": pl.String, "parsed_by": pl.String}
+MANIFEST_SCHEMA = {
+    "key": pl.String, "source_file": pl.String, "sha256": pl.String, "batch": pl.String, "parsed_by": pl.String,
+    "size": pl.Int64, "mtime_ns": pl.Int64,  # the file as the plan looked at it before it was parsed
+}
 # What shapes one file's parsed tables besides its bytes and the settings: these modules of the
 # package, Python (its codecs decode), and the libraries that decode and normalize.
 PARSING_MODULES = ("ingest.py", "normalize.py", "landing.py", "stage.py", "settings.py")
@@ -134,24 +137,35 @@ def parse_batch(warehouse: Path, root: Path, keys: list[str], batch: str,
     return pl.concat(parsed) if parsed else ingest.file_tables([])["source_files"]
 
 
-def manifest(keys: list[str], batch: str, parsed: pl.DataFrame, looked: Mapping[str, str | None],
+def manifest(keys: list[str], batch: str, parsed: pl.DataFrame, looked: Mapping[str, landing.FileState],
              parsed_by: str, max_file_bytes: int) -> pl.DataFrame:
     """The manifest rows of the files ``keys`` just parsed into ``batch`` (``parsed``: their
     source_files rows), in source_file order. Each file's sha256 is that of the bytes parsed, so
     a file that changed after the plan looked at it is looked at again next time; a file refused
     before it was read gets none (it is tried again), except one refused for its size, which
     keeps the sha256 the plan saw (the same bytes would be refused again)."""
-    names = pl.DataFrame({"key": keys, "source_file": [ingest.source_file_name(landing.file_name(k)) for k in keys],
-                          "looked": [looked.get(k) for k in keys]}, schema={"key": pl.String, "source_file": pl.String, "looked": pl.String})
+    states = [looked.get(k) for k in keys]
+    names = pl.DataFrame(
+        {"key": keys, "source_file": [ingest.source_file_name(landing.file_name(k)) for k in keys],
+         "looked": [s.sha256 if s else None for s in states], "size": [s.size if s else None for s in states],
+         "mtime_ns": [s.mtime_ns if s else None for s in states]},
+        schema={"key": pl.String, "source_file": pl.String, "looked": pl.String, "size": pl.Int64, "mtime_ns": pl.Int64},
+    )
     return (
         names.join(parsed.select("source_file", "sha256", "size_bytes"), on="source_file", how="left", validate="1:1")
         .select(
             "key", "source_file",
             sha256=pl.coalesce("sha256", pl.when(pl.col("size_bytes") > max_file_bytes).then("looked")),
-            batch=pl.lit(batch), parsed_by=pl.lit(parsed_by),
+            batch=pl.lit(batch), parsed_by=pl.lit(parsed_by), size="size", mtime_ns="mtime_ns",
         )
         .sort("source_file")
     )
+
+
+def parsed_states(manifest_frame: pl.DataFrame) -> dict[str, landing.FileState]:
+    """Each file of a manifest as it was when it was parsed (landing.detect_changes' ``parsed``)."""
+    rows = manifest_frame.select("key", "size", "mtime_ns", "sha256").rows()
+    return {key: landing.FileState(size, mtime, sha) for key, size, mtime, sha in rows if size is not None and mtime is not None}
 
 
 def manifest_digest(manifest_frame: pl.DataFrame) -> str:
@@ -165,7 +179,7 @@ def known_files(warehouse: Path, manifest_frame: pl.DataFrame | None, parsed_by:
     """The rows of a manifest parsed by ``parsed_by`` (parse_version) whose batch is staged: the
     others must be parsed again. An empty manifest when there is none (or it is of an older
     release, without ``parsed_by``)."""
-    if manifest_frame is None or "parsed_by" not in manifest_frame.columns:
+    if manifest_frame is None or set(manifest_frame.columns) != set(MANIFEST_SCHEMA):
         return pl.DataFrame(schema=MANIFEST_SCHEMA)
     staged = [b for b in manifest_frame["batch"].unique().to_list() if batch_folder(warehouse, b).is_dir()]
     return manifest_frame.filter(pl.col("batch").is_in(staged) & (pl.col("parsed_by") == parsed_by))

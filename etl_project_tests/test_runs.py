@@ -325,7 +325,7 @@ def test_files_parsed_with_other_limits_or_code_are_parsed_again(tmp_path: Path)
     (tmp_path / stage.STAGE).mkdir()
     stage.batch_folder(tmp_path, "b1").mkdir(parents=True)
     rows = pl.DataFrame({"key": ["a", "b"], "source_file": ["a", "b"], "sha256": ["x", "y"], "batch": ["b1", "gone"],
-                         "parsed_by": [parsed_by, parsed_by]}, schema=stage.MANIFEST_SCHEMA)
+                         "parsed_by": [parsed_by, parsed_by], "size": [1, 1], "mtime_ns": [1, 1]}, schema=stage.MANIFEST_SCHEMA)
     assert stage.known_files(tmp_path, rows, parsed_by)["key"].to_list() == ["a"]  # b's batch is not staged
     assert stage.known_files(tmp_path, rows, stage.parse_version(max_file_bytes=10)).is_empty()
     assert stage.known_files(tmp_path, rows.drop("parsed_by"), parsed_by).is_empty()  # an older release's manifest
@@ -384,3 +384,17 @@ def test_a_file_still_growing_is_never_read_to_fold_batches(tmp_path: Path, inst
     assert parse_metadata(result)["files_waiting"] == 1
     assert count(warehouse, "SELECT raw_text FROM raw_records WHERE source_file = 'a.txt'") == [(ABSTRACTS[0],)]
     assert manifest(warehouse, result).group_by("batch").len().height <= 2
+
+
+def test_a_file_with_the_size_and_mtime_it_was_parsed_with_is_not_read_again(tmp_path: Path, instance, monkeypatch):
+    landing_dir, warehouse = tmp_path / "landing", tmp_path / "wh"
+    landing_dir.mkdir()
+    (landing_dir / "a.txt").write_text(paper_list("A", *ABSTRACTS[:2]))
+    (landing_dir / "b.txt").write_text(paper_list("B", *ABSTRACTS[2:4]))
+    assert materialize_all(landing_dir, warehouse, instance).success
+    read = []
+    sha256_of = landing.sha256_of
+    monkeypatch.setattr(landing, "sha256_of", lambda path: read.append(path.name) or sha256_of(path))
+    assert launch.plan_run(instance, landing_dir, warehouse).to_parse == [] and read == []
+    (landing_dir / "b.txt").touch()  # a new mtime: read again, and found unchanged
+    assert launch.plan_run(instance, landing_dir, warehouse).to_parse == [] and read == ["b.txt"]

@@ -70,7 +70,7 @@ def parsed_files(context: dg.AssetExecutionContext, config: ParseConfig, etl: Et
     kept = kept.filter(~pl.col("key").is_in(to_parse))
     batch = stage.new_batch_id()
     parsed = stage.parse_batch(etl.warehouse, etl.seeds, to_parse, batch, etl.max_file_bytes, etl.max_record_chars)
-    fresh = stage.manifest(to_parse, batch, parsed, plan.hashes, etl.parse_version(), etl.max_file_bytes)
+    fresh = stage.manifest(to_parse, batch, parsed, plan.looked, etl.parse_version(), etl.max_file_bytes)
     manifest = pl.concat([kept, fresh]).sort("source_file")
     refused = parsed.filter(pl.col("status") == "rejected")
     for row in refused.iter_rows(named=True):

@@ -1,11 +1,56 @@
-"""Enrichment assets: links, names and topics of each paper (their checks: etl_project/defs/checks.py)."""
+"""Enrichment assets: links, names and topics of each paper (their checks: etl_project/defs/checks.py).
+
+Each is computed only for the papers whose texts changed since the previous run's table, which
+gives the rest (etl_project/enrich/reuse.py); a full refresh computes every paper again."""
+
+from collections.abc import Callable
 
 import dagster as dg
 import polars as pl
 
-from etl_project import dedup
+from etl_project import dedup, stage
+from etl_project.defs.launch import PARSE_ASSET
 from etl_project.defs.metadata import OWNERS, non_empty, row_count, table_metadata, table_value
-from etl_project.enrich import links, names, topics
+from etl_project.defs.resources import EtlSettings, staged_file
+from etl_project.enrich import links, names, reuse, topics
+
+FINGERPRINTS = "{asset}.fingerprints"  # beside an enrichment table in the stage: what it was computed from
+
+
+def computed_for_changes(context: dg.AssetExecutionContext, etl: EtlSettings, inputs: pl.DataFrame, text: str,
+                         compute: Callable[[pl.DataFrame], pl.DataFrame]) -> reuse.Computed:
+    """``compute(inputs)``, reusing the rows of the papers whose texts the previous table of this
+    asset was computed from, when it was computed by the same code and settings; the fingerprints
+    are staged beside this run's table for the next run."""
+    asset = context.asset_key.to_user_string()
+    build = etl.build_fingerprint()
+    computed = reuse.compute_changed(inputs, text, compute, None if _full_refresh(context) else _previous(context, etl, asset, build))
+    fingerprints = computed.fingerprints.with_columns(build=pl.lit(build))
+    stage.write(fingerprints, stage.run_path(etl.warehouse, context.run_id, FINGERPRINTS.format(asset=asset)))
+    return computed
+
+
+def _previous(context: dg.AssetExecutionContext, etl: EtlSettings, asset: str, build: str) -> tuple[pl.DataFrame, pl.DataFrame] | None:
+    try:
+        rows = staged_file(context.instance, etl.warehouse, context.asset_key, None)
+    except FileNotFoundError:
+        return None
+    sidecar = rows.with_name(f"{FINGERPRINTS.format(asset=asset)}.parquet")
+    if not sidecar.exists():
+        return None
+    earlier = pl.read_parquet(sidecar)
+    if earlier.is_empty() or earlier["build"][0] != build:
+        return None
+    return earlier.drop("build"), pl.read_parquet(rows)
+
+
+def _full_refresh(context: dg.AssetExecutionContext) -> bool:
+    parse = context.run.run_config.get("ops", {}).get(PARSE_ASSET, {}).get("config", {})
+    return bool(parse.get("full"))
+
+
+def _reuse_metadata(computed: reuse.Computed) -> dict:
+    return {"papers_computed": computed.computed, "papers_reused": computed.reused}
 
 
 def _share(part: int, whole: int) -> float:
@@ -13,17 +58,21 @@ def _share(part: int, whole: int) -> float:
 
 
 @dg.asset(group_name="enrich", kinds={"polars"}, owners=OWNERS)
-def paper_links(papers: pl.LazyFrame, paper_occurrences: pl.LazyFrame, records: pl.LazyFrame) -> dg.Output[pl.DataFrame]:
+def paper_links(context: dg.AssetExecutionContext, etl: EtlSettings, papers: pl.LazyFrame,
+                paper_occurrences: pl.LazyFrame, records: pl.LazyFrame) -> dg.Output[pl.DataFrame]:
     """Every URL in each paper's texts (the canonical abstract first, then its near-duplicate
     variants, which may carry a link the canonical lacks), trimmed as a linkifier would, with host,
     kind (code_repository, dataset, model, project_page, anonymous_review, ...) and, for GitHub,
     GitLab and Hugging Face, the repository's owner and name. Rules: etl_project/enrich/links.py."""
-    frame = links.extract_links(dedup.variant_texts(papers, paper_occurrences, records))
+    computed = computed_for_changes(context, etl, dedup.variant_texts(papers, paper_occurrences, records), "abstract",
+                                    links.extract_links)
+    frame = computed.rows
     with_code = frame.filter(pl.col("kind").is_in(links.CODE_KINDS))["paper_id"].n_unique()
     return dg.Output(
         frame,
         metadata=non_empty({
             **table_metadata(frame, "paper_links"),
+            **_reuse_metadata(computed),
             "papers_with_links": frame["paper_id"].n_unique(),
             "papers_with_code": with_code,
             "share_with_code": _share(with_code, row_count(papers)),
@@ -33,16 +82,18 @@ def paper_links(papers: pl.LazyFrame, paper_occurrences: pl.LazyFrame, records: 
 
 
 @dg.asset(group_name="enrich", kinds={"polars"}, owners=OWNERS)
-def paper_names(papers: pl.LazyFrame) -> dg.Output[pl.DataFrame]:
+def paper_names(context: dg.AssetExecutionContext, etl: EtlSettings, papers: pl.LazyFrame) -> dg.Output[pl.DataFrame]:
     """The names papers give the method, model, benchmark or dataset they introduce ("we propose
     X", "termed X", "X—short for ...", ...), with the pattern that found each and the evidence.
     Precision first: papers that introduce no name have no row. Rules: etl_project/enrich/names.py."""
-    frame = names.extract_names(papers)
+    computed = computed_for_changes(context, etl, papers.select("paper_id", "abstract").collect(), "abstract", names.extract_names)
+    frame = computed.rows
     named = frame["paper_id"].n_unique()
     return dg.Output(
         frame,
         metadata=non_empty({
             **table_metadata(frame, "paper_names"),
+            **_reuse_metadata(computed),
             "papers_named": named,
             "share_named": _share(named, row_count(papers)),
             "by_pattern": table_value(frame.group_by("pattern").len().sort("len", "pattern", descending=[True, False])),
@@ -51,18 +102,21 @@ def paper_names(papers: pl.LazyFrame) -> dg.Output[pl.DataFrame]:
 
 
 @dg.asset(group_name="enrich", kinds={"polars"}, owners=OWNERS, code_version=f"taxonomy-{topics.taxonomy_version()}")
-def paper_topics(papers: pl.LazyFrame) -> dg.Output[pl.DataFrame]:
+def paper_topics(context: dg.AssetExecutionContext, etl: EtlSettings, papers: pl.LazyFrame) -> dg.Output[pl.DataFrame]:
     """Each paper tagged with every topic of the taxonomy (etl_project/enrich/taxonomy.yaml, or
     $ETL_TAXONOMY) whose patterns its plain text matches, with the matched phrases; 'other' when
     none. The taxonomy is read on every run; its hash is this asset's code version, so an edited
     taxonomy shows as a code change once the code location is reloaded."""
     taxonomy = topics.load_taxonomy()
-    frame = topics.tag_topics(papers, taxonomy)
+    computed = computed_for_changes(context, etl, papers.select("paper_id", "abstract_plain").collect(), "abstract_plain",
+                                    lambda changed: topics.tag_topics(changed, taxonomy))
+    frame = computed.rows
     counts = frame.group_by("topic", "label").agg(papers=pl.col("paper_id").n_unique()).sort("papers", "topic", descending=[True, False])
     return dg.Output(
         frame,
         metadata=non_empty({
             **table_metadata(frame, "paper_topics"),
+            **_reuse_metadata(computed),
             "taxonomy": dg.MetadataValue.path(str(taxonomy.path)),
             "taxonomy_sha256": taxonomy.sha256,
             "taxonomy_topics": len(taxonomy.topics),

@@ -60,9 +60,9 @@ def plan_run(instance: dg.DagsterInstance, seeds: Path, warehouse: Path, full: b
     current = landing.scan(seeds)
     manifest = last_manifest(instance, warehouse) if manifest is None else manifest
     published = dict(zip(manifest["key"], manifest["sha256"]))
-    changes, looked = landing.detect_changes(seeds, current, published, settle_seconds=settle_seconds)
-    hashes = {key: state.sha256 for key, state in looked.items()}
-    return landing.make_plan(changes, full, published=published, hashes=hashes)
+    changes, looked = landing.detect_changes(seeds, current, published, settle_seconds=settle_seconds,
+                                             parsed=stage.parsed_states(manifest))
+    return landing.make_plan(changes, full, published=published, looked=looked)
 
 
 def parse_config(full: bool = False, allow_removals: bool = False, settle_seconds: float = 0.0) -> dict:
@@ -211,7 +211,7 @@ def run_in_process(
         raise RunRefused(f"{refusal}; nothing was changed. If those files really are gone, run again "
                          "with --allow-removals")
     if etl is not None and (snapshot := unchanged_snapshot(plan, warehouse, etl.build_fingerprint(), manifest)) is not None:
-        raise NothingChanged(snapshot, len(plan.hashes))
+        raise NothingChanged(snapshot, len(plan.looked))
     result = job.execute_in_process(
         instance=instance,
         tags=process_tags(),

@@ -1,0 +1,49 @@
+"""Enrichment computed only for papers whose texts changed equals computing every paper."""
+
+import polars as pl
+from hypothesis import given, settings, strategies as st
+from polars.testing import assert_frame_equal
+
+from etl_project.enrich import links, names, reuse, topics
+
+TEXTS = [
+    "We propose FooNet, a model for graphs. Code: https://github.com/foo/foonet.",
+    "We introduce BarSet, a benchmark of 10k items; data at https://huggingface.co/datasets/bar/set",
+    "A study of things without any link or name in it, long enough to be an abstract of sorts.",
+    "Termed BazGAN, our method beats baselines. See https://example.org/baz and http://x.io/y.",
+]
+papers = st.lists(st.tuples(st.sampled_from("abcdef"), st.sampled_from(TEXTS)), min_size=0, max_size=8)
+
+
+def frame(rows: list[tuple[str, str]]) -> pl.DataFrame:
+    return pl.DataFrame(rows, schema={"paper_id": pl.String, "abstract": pl.String}, orient="row")  # papers interleaved, as variant_texts gives them
+
+
+@settings(max_examples=60, deadline=None)
+@given(before=papers, after=papers)
+def test_reusing_the_previous_rows_gives_what_computing_every_paper_gives(before, after):
+    taxonomy = topics.load_taxonomy()
+    for compute in (links.extract_links, names.extract_names, lambda f: topics.tag_topics(f, taxonomy, text_column="abstract")):
+        first = reuse.compute_changed(frame(before), "abstract", compute)
+        seen = []
+
+        def counting(changed: pl.DataFrame, compute=compute) -> pl.DataFrame:
+            seen.append(changed)
+            return compute(changed)
+
+        again = reuse.compute_changed(frame(after), "abstract", counting, (first.fingerprints, first.rows))
+        assert_frame_equal(again.rows, compute(frame(after)), check_exact=True)
+        # Only the papers whose texts are not exactly as before were computed again.
+        fp_before = dict(zip(first.fingerprints["paper_id"], first.fingerprints.select("fp_a", "fp_b").rows()))
+        changed = {p for p, fp in zip(again.fingerprints["paper_id"], again.fingerprints.select("fp_a", "fp_b").rows())
+                   if fp_before.get(p) != fp}
+        assert set(seen[0]["paper_id"]) == changed
+        assert (again.computed, again.reused) == (len(changed), again.fingerprints.height - len(changed))
+
+
+def test_a_paper_whose_variant_texts_change_order_is_computed_again():
+    first = reuse.compute_changed(frame([("a", TEXTS[0]), ("a", TEXTS[3])]), "abstract", links.extract_links)
+    swapped = frame([("a", TEXTS[3]), ("a", TEXTS[0])])
+    again = reuse.compute_changed(swapped, "abstract", links.extract_links, (first.fingerprints, first.rows))
+    assert again.computed == 1
+    assert again.rows["url"].to_list() == links.extract_links(swapped)["url"].to_list()
