@@ -238,3 +238,27 @@ def test_a_tick_over_other_folders_than_the_instance_serves_changes_nothing(tmp_
         assert not result.run_requests
         assert f"serves landing folder {served.folder}" in result.skip_reason.skip_message
         assert served.parsed() == ["a.txt"]
+
+
+def test_a_snapshot_behind_the_last_parse_gets_one_run_to_catch_up(folder: Landing):
+    folder.write("a.txt")
+    folder.tick(), folder.tick()
+    folder.run_requested()
+    folder.write("b.txt", TEXT.replace("One abstract", "A second abstract"))
+    # A run that parsed b and was killed before it published: the stage is ahead of the snapshot.
+    job = folder.defs.resolve_job_def("etl")
+    assert job.execute_in_process(instance=folder.instance, asset_selection=[dg.AssetKey("parsed_files")]).success
+    assert folder.parsed() == ["a.txt", "b.txt"]
+    run = only_run(folder.tick())  # nothing new to parse (b was parsed, as it is now), but the snapshot lags
+    assert run.run_config == launch.parse_config(settle_seconds=5)
+    folder.lose_waiting_runs()  # that run failed too
+    assert not folder.tick().run_requests  # asked for once per parse: not again at every tick
+    folder.write("c.txt", TEXT.replace("One abstract", "A third abstract"))
+    folder.tick()
+    only_run(folder.tick())
+    result = folder.run_requested()
+    assert parse_count(result) == 1
+    from etl_project_tests.warehouse_helpers import query
+
+    assert query(folder.warehouse, "SELECT source_file FROM source_files ORDER BY 1") == [("a.txt",), ("b.txt",), ("c.txt",)]
+    assert not folder.tick().run_requests

@@ -70,7 +70,7 @@ def landing_sensor(context: dg.SensorEvaluationContext, etl: EtlSettings):
     manifest = launch.last_manifest(context.instance, etl.warehouse, etl.parse_version())
     published = dict(zip(manifest["key"], manifest["sha256"]))
     changes, looked = landing.detect_changes(
-        etl.seeds, current, published, previous=seen, settle_seconds=etl.settle_seconds
+        etl.seeds, current, published, previous=seen, settle_seconds=etl.settle_seconds, parsed=stage.parsed_states(manifest)
     )
     plan = landing.make_plan(changes, published=published)
     cursor = _dump_cursor(tick + 1, looked, caught_up)
