@@ -5,9 +5,10 @@
   BATCH_BYTES of landing bytes, each file's rows within one part, files in source_file order).
   ``<version>`` hashes the tables' schemas, so tables staged by an older release of the code are
   parsed again, never mixed in. Which batch holds the current rows of each landing file is the
-  parse step's output, the *manifest* (key, source_file, sha256, batch): a changed file's old rows
+  parse step's output, the *manifest* (each file's key, source_file, sha256, size and mtime, batch
+  and parse version): a changed file's old rows
   stay in their batch, unread, until no manifest kept points at that batch any more;
-- an unpartitioned asset is written per run, ``.stage/runs/<run_id>/<asset>.parquet``: a run reads
+- every other asset's value is written per run, ``.stage/runs/<run_id>/<asset>.parquet``: a run reads
   what it produced itself (or, for an asset it does not produce, its latest materialization), so
   two runs taking turns step by step never read each other's half-finished work.
 Every write goes to a temporary name first and is renamed into place, so a reader (or a run
