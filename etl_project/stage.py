@@ -34,6 +34,7 @@ STAGE = ".stage"
 RUNS = "runs"
 PARSED = "parsed_files"
 BATCHES = "batches"
+RACY_SECONDS = 3.0
 LANDING_MANIFEST = "landing_tables.manifest"  # beside a run's landing tables: the manifest they hold
 # Landing bytes parsed together before they are staged: bounds a parse step's memory, whatever
 # the number of files, at a few tens of times this (short one-line records cost the most per
@@ -145,11 +146,16 @@ def manifest(keys: list[str], batch: str, parsed: pl.DataFrame, looked: Mapping[
     a file that changed after the plan looked at it is looked at again next time; a file refused
     before it was read gets none (it is tried again), except one refused for its size, which
     keeps the sha256 the plan saw (the same bytes would be refused again)."""
+    # Git's "racy clean" rule: a file modified within RACY_SECONDS of now may be rewritten again,
+    # same size, within the same mtime tick (2 s on some file systems) after it was read, so its
+    # size and mtime are not kept: the next plan reads it again.
+    racy = time.time_ns() - int(RACY_SECONDS * 1e9)
     states = [looked.get(k) for k in keys]
+    stats = [s if s is not None and s.mtime_ns < racy else None for s in states]
     names = pl.DataFrame(
         {"key": keys, "source_file": [ingest.source_file_name(landing.file_name(k)) for k in keys],
-         "looked": [s.sha256 if s else None for s in states], "size": [s.size if s else None for s in states],
-         "mtime_ns": [s.mtime_ns if s else None for s in states]},
+         "looked": [s.sha256 if s else None for s in states],
+         "size": [s.size if s else None for s in stats], "mtime_ns": [s.mtime_ns if s else None for s in stats]},
         schema={"key": pl.String, "source_file": pl.String, "looked": pl.String, "size": pl.Int64, "mtime_ns": pl.Int64},
     )
     return (

@@ -11,6 +11,9 @@ TEXTS = [
     "We introduce BarSet, a benchmark of 10k items; data at https://huggingface.co/datasets/bar/set",
     "A study of things without any link or name in it, long enough to be an abstract of sorts.",
     "Termed BazGAN, our method beats baselines. See https://example.org/baz and http://x.io/y.",
+    # Ties: a URL that is a prefix of an earlier one, and a name inside an earlier one, share a position.
+    "Code: https://github.com/org/repo-v2 and https://github.com/org/repo. We propose FooNetX; FooNet is older.",
+    "We propose FooNet. We introduce FooNet (FN) again, termed FooNet.",
 ]
 papers = st.lists(st.tuples(st.sampled_from("abcdef"), st.sampled_from(TEXTS)), min_size=0, max_size=8)
 

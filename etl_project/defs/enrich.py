@@ -17,13 +17,13 @@ from etl_project.enrich import links, names, reuse, topics
 FINGERPRINTS = "{asset}.fingerprints"  # beside an enrichment table in the stage: what it was computed from
 
 
-def computed_for_changes(context: dg.AssetExecutionContext, etl: EtlSettings, inputs: pl.DataFrame, text: str,
-                         compute: Callable[[pl.DataFrame], pl.DataFrame]) -> reuse.Computed:
+def computed_for_changes(context: dg.AssetExecutionContext, etl: EtlSettings, build: str, inputs: pl.DataFrame,
+                         text: str, compute: Callable[[pl.DataFrame], pl.DataFrame]) -> reuse.Computed:
     """``compute(inputs)``, reusing the rows of the papers whose texts the previous table of this
-    asset was computed from, when it was computed by the same code and settings; the fingerprints
-    are staged beside this run's table for the next run."""
+    asset was computed from, when it was computed by the same code and settings (``build``, taken
+    before the asset read its rules or taxonomy: an edit in between then recomputes, never the
+    other way round); the fingerprints are staged beside this run's table for the next run."""
     asset = context.asset_key.to_user_string()
-    build = etl.build_fingerprint()
     computed = reuse.compute_changed(inputs, text, compute, None if _full_refresh(context) else _previous(context, etl, asset, build))
     fingerprints = computed.fingerprints.with_columns(build=pl.lit(build))
     stage.write(fingerprints, stage.run_path(etl.warehouse, context.run_id, FINGERPRINTS.format(asset=asset)))
@@ -64,7 +64,8 @@ def paper_links(context: dg.AssetExecutionContext, etl: EtlSettings, papers: pl.
     variants, which may carry a link the canonical lacks), trimmed as a linkifier would, with host,
     kind (code_repository, dataset, model, project_page, anonymous_review, ...) and, for GitHub,
     GitLab and Hugging Face, the repository's owner and name. Rules: etl_project/enrich/links.py."""
-    computed = computed_for_changes(context, etl, dedup.variant_texts(papers, paper_occurrences, records), "abstract",
+    build = etl.build_fingerprint()
+    computed = computed_for_changes(context, etl, build, dedup.variant_texts(papers, paper_occurrences, records), "abstract",
                                     links.extract_links)
     frame = computed.rows
     with_code = frame.filter(pl.col("kind").is_in(links.CODE_KINDS))["paper_id"].n_unique()
@@ -86,7 +87,9 @@ def paper_names(context: dg.AssetExecutionContext, etl: EtlSettings, papers: pl.
     """The names papers give the method, model, benchmark or dataset they introduce ("we propose
     X", "termed X", "X—short for ...", ...), with the pattern that found each and the evidence.
     Precision first: papers that introduce no name have no row. Rules: etl_project/enrich/names.py."""
-    computed = computed_for_changes(context, etl, papers.select("paper_id", "abstract").collect(), "abstract", names.extract_names)
+    build = etl.build_fingerprint()
+    computed = computed_for_changes(context, etl, build, papers.select("paper_id", "abstract").collect(), "abstract",
+                                    names.extract_names)
     frame = computed.rows
     named = frame["paper_id"].n_unique()
     return dg.Output(
@@ -107,9 +110,10 @@ def paper_topics(context: dg.AssetExecutionContext, etl: EtlSettings, papers: pl
     $ETL_TAXONOMY) whose patterns its plain text matches, with the matched phrases; 'other' when
     none. The taxonomy is read on every run; its hash is this asset's code version, so an edited
     taxonomy shows as a code change once the code location is reloaded."""
+    build = etl.build_fingerprint()
     taxonomy = topics.load_taxonomy()
-    computed = computed_for_changes(context, etl, papers.select("paper_id", "abstract_plain").collect(), "abstract_plain",
-                                    lambda changed: topics.tag_topics(changed, taxonomy))
+    computed = computed_for_changes(context, etl, build, papers.select("paper_id", "abstract_plain").collect(),
+                                    "abstract_plain", lambda changed: topics.tag_topics(changed, taxonomy))
     frame = computed.rows
     counts = frame.group_by("topic", "label").agg(papers=pl.col("paper_id").n_unique()).sort("papers", "topic", descending=[True, False])
     return dg.Output(

@@ -139,7 +139,9 @@ def extract_links(papers: pl.DataFrame, text_column: str = "abstract") -> pl.Dat
     segments = pl.col("path").str.strip_chars("/").str.split("/")
     links = (
         parts.with_columns(kind=_kind(pl.col("host"), pl.col("path")), **_owner_name(pl.col("host"), pl.col("path"), segments))
-        .sort("paper_id", "text_order", "position")
+        # Stable: a URL that is a prefix of an earlier one shares its position, and each paper's
+        # rows must not depend on the other papers in the frame (enrich/reuse.py).
+        .sort("paper_id", "text_order", "position", maintain_order=True)
         .unique(["paper_id", "url"], keep="first", maintain_order=True)
         .with_columns(link_rank=pl.int_range(1, pl.len() + 1, dtype=pl.UInt32).over("paper_id"))
     )

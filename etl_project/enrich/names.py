@@ -123,9 +123,11 @@ def extract_names(papers: pl.DataFrame, text_column: str = "abstract") -> pl.Dat
         pl.concat(found)
         .filter(looks_like_a_name(pl.col("name")))
         .with_columns(position=pl.col("text").str.find(pl.col("name"), literal=True))
-        .sort("paper_id", "priority", "position")
+        # Stable sorts: names can share a position ("FooNetX ... FooNet"), and each paper's rows
+        # must not depend on the other papers in the frame (enrich/reuse.py).
+        .sort("paper_id", "priority", "position", maintain_order=True)
         .unique(["paper_id", "name"], keep="first", maintain_order=True)
-        .sort("paper_id", "position", "priority")
+        .sort("paper_id", "position", "priority", maintain_order=True)
         .with_columns(name_rank=pl.int_range(1, pl.len() + 1, dtype=pl.UInt32).over("paper_id"))
         .collect()
     )
