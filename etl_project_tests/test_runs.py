@@ -145,6 +145,24 @@ def test_a_run_launched_with_nothing_changed_skips_every_step_after_the_parse(se
     assert any(e.asset_key == dg.AssetKey("warehouse") for e in full.get_asset_materialization_events())
 
 
+def test_a_run_launched_over_an_emptied_landing_folder_refuses_to_parse(seeds_copy: Path, tmp_path: Path, instance):
+    """As from the UI, where no CLI checked first: the parse step itself refuses."""
+    from etl_project.definitions import build_defs
+
+    warehouse = tmp_path / "wh"
+    assert materialize_all(seeds_copy, warehouse, instance).success
+    snapshots = query(warehouse, "SELECT count(*) FROM lake.snapshots()")
+    for path in seeds_copy.iterdir():  # an unmounted share looks like this
+        path.unlink()
+    job = build_defs(str(seeds_copy), str(warehouse)).resolve_job_def("etl")
+    result = job.execute_in_process(instance=instance, raise_on_error=False)
+    assert not result.success
+    [failure] = result.get_step_failure_events()
+    assert failure.step_key == "parsed_files" and "it would remove all 2 published file(s)" in failure.step_failure_data.error.message
+    assert query(warehouse, "SELECT count(*) FROM lake.snapshots()") == snapshots
+    assert query(warehouse, "SELECT count(*) FROM papers") == [(31,)]
+
+
 def test_an_empty_landing_folder_publishes_empty_tables(tmp_path: Path, instance):
     (tmp_path / "landing").mkdir()
     result = materialize_all(tmp_path / "landing", tmp_path / "wh", instance)
