@@ -23,6 +23,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
@@ -173,6 +174,52 @@ def parsed_states(manifest_frame: pl.DataFrame) -> dict[str, landing.FileState]:
     """Each file of a manifest as it was when it was parsed (landing.detect_changes' ``parsed``)."""
     rows = manifest_frame.select("key", "size", "mtime_ns", "sha256").rows()
     return {key: landing.FileState(size, mtime, sha) for key, size, mtime, sha in rows if size is not None and mtime is not None}
+
+
+# Batches a landing file's rows may be spread over before a run folds the smallest ones into its
+# own batch (by parsing their files again): keeps the merge of the stage's batches short.
+MAX_BATCHES = 16
+
+
+@dataclass(frozen=True)
+class ParsedChanges:
+    manifest: pl.DataFrame  # every landing file the plan keeps, and the batch holding its rows
+    parsed: pl.DataFrame  # source_files rows of the files parsed now
+    folded: list[str]  # keys parsed again only to fold small batches
+    batch: str  # the batch the files parsed now went to
+
+
+def parse_changes(warehouse: Path, root: Path, plan: landing.Plan, previous: pl.DataFrame, parsed_by: str,
+                  max_file_bytes: int = ingest.DEFAULT_MAX_FILE_BYTES,
+                  max_record_chars: int = ingest.DEFAULT_MAX_RECORD_CHARS) -> ParsedChanges:
+    """What a run's parse step does once it has its plan (landing.Plan, made against the
+    ``previous`` manifest): the plan's files parsed into a new batch, with the files of the
+    smallest batches when the files kept would otherwise span more than MAX_BATCHES, and the
+    new manifest: the files kept where they are, and those parsed now."""
+    kept = previous.filter(pl.col("key").is_in(plan.changes.present) & ~pl.col("key").is_in(plan.to_parse))
+    # The new batch counts too when the run parses anything (and it does when it folds any).
+    new_batch = bool(plan.to_parse) or kept["batch"].n_unique() > MAX_BATCHES
+    folded = fold_small_batches(kept, plan.changes.growing, MAX_BATCHES - new_batch)
+    to_parse = sorted(plan.to_parse + folded)
+    kept = kept.filter(~pl.col("key").is_in(to_parse))
+    batch = new_batch_id()
+    parsed = parse_batch(warehouse, root, to_parse, batch, max_file_bytes, max_record_chars)
+    fresh = manifest(to_parse, batch, parsed, plan.looked, parsed_by, max_file_bytes)
+    return ParsedChanges(pl.concat([kept, fresh]).sort("source_file"), parsed, folded, batch)
+
+
+def fold_small_batches(kept: pl.DataFrame, growing: list[str], limit: int) -> list[str]:
+    """The keys of the files of the smallest batches to parse again, so that what stays of
+    ``kept`` spans at most ``limit`` batches. A batch holding a file still ``growing`` stays as it
+    is: that file is never read half-written (the bound then waits for a later run)."""
+    sizes = (
+        kept.group_by("batch")
+        .agg(pl.len(), pl.col("key"), busy=pl.col("key").is_in(growing).any())
+        .sort("len", "batch")
+    )
+    excess = max(sizes.height - limit, 0)
+    foldable = sizes.filter(~pl.col("busy")).head(excess)
+    return sorted(key for keys in foldable["key"].to_list() for key in keys)
 
 
 def manifest_digest(manifest_frame: pl.DataFrame) -> str:

@@ -11,7 +11,7 @@ from polars.testing import assert_frame_equal
 
 import etl_project
 from etl_project import landing, stage
-from etl_project.defs import assets, launch
+from etl_project.defs import launch
 from etl_project.defs.resources import EtlSettings
 from etl_project_tests.conftest import materialize_all
 from etl_project_tests.warehouse_helpers import query
@@ -199,7 +199,7 @@ def test_tables_staged_by_another_version_of_the_code_are_parsed_again(seeds_cop
 
 
 def test_a_run_folds_the_smallest_batches_into_its_own(tmp_path: Path, instance, monkeypatch):
-    monkeypatch.setattr(assets, "MAX_BATCHES", 3)
+    monkeypatch.setattr(stage, "MAX_BATCHES", 3)
     landing_dir, warehouse = tmp_path / "landing", tmp_path / "wh"
     landing_dir.mkdir()
     (landing_dir / "big.txt").write_text(paper_list("Big", *ABSTRACTS[:3]))
@@ -377,7 +377,7 @@ def test_a_file_still_growing_is_never_read_to_fold_batches(tmp_path: Path, inst
 
     from etl_project.definitions import build_defs
 
-    monkeypatch.setattr(assets, "MAX_BATCHES", 2)
+    monkeypatch.setattr(stage, "MAX_BATCHES", 2)
     landing_dir, warehouse = tmp_path / "landing", tmp_path / "wh"
     landing_dir.mkdir()
     job = build_defs(str(landing_dir), str(warehouse)).resolve_job_def("etl")

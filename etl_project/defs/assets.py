@@ -23,9 +23,6 @@ PUBLISHED_TABLES = (
     "papers", "paper_occurrences", "source_overlap",
     "paper_links", "paper_names", "paper_topics",
 )
-# Stage batches a landing file's rows may be spread over before a run folds the smallest ones
-# into its own batch (by parsing their files again): keeps the merge of the stage's batches short.
-MAX_BATCHES = 16
 LISTED_FILES = 100  # files listed by name in a run's metadata; the counts cover every file
 
 
@@ -62,30 +59,23 @@ def parsed_files(context: dg.AssetExecutionContext, config: ParseConfig, etl: Et
     if snapshot is not None:
         context.log.info(f"nothing changed; snapshot {snapshot} stays current (a full refresh rebuilds anyway)")
         return
-    kept = previous.filter(pl.col("key").is_in(plan.changes.present) & ~pl.col("key").is_in(plan.to_parse))
-    # This run's batch counts too when it parses anything (and it does when it folds any).
-    new_batch = bool(plan.to_parse) or kept["batch"].n_unique() > MAX_BATCHES
-    folded = fold_small_batches(kept, plan.changes.growing, MAX_BATCHES - new_batch)
-    to_parse = sorted(plan.to_parse + folded)
-    kept = kept.filter(~pl.col("key").is_in(to_parse))
-    batch = stage.new_batch_id()
-    parsed = stage.parse_batch(etl.warehouse, etl.seeds, to_parse, batch, etl.max_file_bytes, etl.max_record_chars)
-    fresh = stage.manifest(to_parse, batch, parsed, plan.looked, etl.parse_version(), etl.max_file_bytes)
-    manifest = pl.concat([kept, fresh]).sort("source_file")
+    done = stage.parse_changes(etl.warehouse, etl.seeds, plan, previous, etl.parse_version(), etl.max_file_bytes,
+                               etl.max_record_chars)
+    manifest, parsed = done.manifest, done.parsed
     refused = parsed.filter(pl.col("status") == "rejected")
     for row in refused.iter_rows(named=True):
         context.log.warning(f"refused {row['source_file']!r}: {row['error']}")
     listed = parsed.select("source_file", "status", "record_count", "rejected_count", "encoding", "error")
     yield dg.Output(manifest, metadata=non_empty({
         "files": manifest.height,
-        "files_parsed": len(to_parse),
+        "files_parsed": len(plan.to_parse) + len(done.folded),
         "files_new": len(plan.changes.new),
         "files_changed": len(plan.changes.changed),
         "files_removed": len(plan.removed),
         "files_waiting": len(plan.changes.growing),
-        "files_refolded": len(folded),
+        "files_refolded": len(done.folded),
         "full_refresh": config.full,
-        "batch": batch if to_parse else None,
+        "batch": done.batch if plan.to_parse or done.folded else None,
         **status_counts(parsed),
         "records_parsed": int(parsed["record_count"].sum()),
         "rejected_records_parsed": int(parsed["rejected_count"].sum()),
@@ -94,20 +84,6 @@ def parsed_files(context: dg.AssetExecutionContext, config: ParseConfig, etl: Et
         "refused": table_value(refused.select("source_file", "error")),
         "landing_folder": dg.MetadataValue.path(str(etl.seeds)),
     }))
-
-
-def fold_small_batches(kept: pl.DataFrame, growing: list[str], limit: int) -> list[str]:
-    """The keys of the files of the smallest batches to parse again, so that what stays of
-    ``kept`` spans at most ``limit`` batches. A batch holding a file still ``growing`` stays as it
-    is: that file is never read half-written (the bound then waits for a later run)."""
-    sizes = (
-        kept.group_by("batch")
-        .agg(pl.len(), pl.col("key"), busy=pl.col("key").is_in(growing).any())
-        .sort("len", "batch")
-    )
-    excess = max(sizes.height - limit, 0)
-    foldable = sizes.filter(~pl.col("busy")).head(excess)
-    return sorted(key for keys in foldable["key"].to_list() for key in keys)
 
 
 @dg.multi_asset(
