@@ -184,10 +184,6 @@ class Plan:
     looked: Mapping[str, FileState] = field(default_factory=dict)
 
     @property
-    def hashes(self) -> dict[str, str | None]:
-        return {key: state.sha256 for key, state in self.looked.items()}
-
-    @property
     def removed(self) -> list[str]:
         return self.changes.removed
 

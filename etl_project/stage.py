@@ -231,8 +231,8 @@ def manifest_digest(manifest_frame: pl.DataFrame) -> str:
 
 def known_files(warehouse: Path, manifest_frame: pl.DataFrame | None, parsed_by: str) -> pl.DataFrame:
     """The rows of a manifest parsed by ``parsed_by`` (parse_version) whose batch is staged: the
-    others must be parsed again. An empty manifest when there is none (or it is of an older
-    release, without ``parsed_by``)."""
+    others must be parsed again. An empty manifest when there is none, or when it is another
+    release's (other columns)."""
     if manifest_frame is None or set(manifest_frame.columns) != set(MANIFEST_SCHEMA):
         return pl.DataFrame(schema=MANIFEST_SCHEMA)
     staged = [b for b in manifest_frame["batch"].unique().to_list() if batch_folder(warehouse, b).is_dir()]
@@ -270,8 +270,12 @@ def prune_batches(warehouse: Path, keep: set[str]) -> int:
             shutil.rmtree(folder, ignore_errors=True)
             continue
         for path in folder.iterdir():
-            if path.name != BATCHES:
-                shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+            if path.name == BATCHES:
+                continue
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
         for batch in (folder / BATCHES).glob("*"):
             if batch.name not in keep:
                 shutil.rmtree(batch, ignore_errors=True)

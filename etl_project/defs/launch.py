@@ -10,6 +10,7 @@ in one step, however many.
 import json
 import os
 import socket
+from collections.abc import Mapping
 from pathlib import Path
 
 import dagster as dg
@@ -53,14 +54,16 @@ def last_manifest(instance: dg.DagsterInstance, warehouse: Path, parsed_by: str 
 
 
 def plan_run(instance: dg.DagsterInstance, seeds: Path, warehouse: Path, full: bool = False,
-             settle_seconds: float = 0.0, manifest: pl.DataFrame | None = None) -> landing.Plan:
+             settle_seconds: float = 0.0, manifest: pl.DataFrame | None = None,
+             previous: Mapping[str, landing.FileState] | None = None) -> landing.Plan:
     """Compare the landing folder with ``manifest`` (default: last_manifest) by sha256; files whose
-    mtime is younger than ``settle_seconds`` wait. Raises ingest.LandingFolderError when the
-    folder is missing or cannot be listed."""
+    mtime is younger than ``settle_seconds`` wait, and so do files that moved since the
+    ``previous`` look (the sensor's). Raises ingest.LandingFolderError when the folder is missing
+    or cannot be listed."""
     current = landing.scan(seeds)
     manifest = last_manifest(instance, warehouse) if manifest is None else manifest
     published = dict(zip(manifest["key"], manifest["sha256"]))
-    changes, looked = landing.detect_changes(seeds, current, published, settle_seconds=settle_seconds,
+    changes, looked = landing.detect_changes(seeds, current, published, previous=previous, settle_seconds=settle_seconds,
                                              parsed=stage.parsed_states(manifest))
     return landing.make_plan(changes, full, published=published, looked=looked)
 

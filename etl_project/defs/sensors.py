@@ -63,17 +63,14 @@ def landing_sensor(context: dg.SensorEvaluationContext, etl: EtlSettings):
             return dg.SensorResult(skip_reason=f"skipped: {other}", cursor=context.cursor)
     launch.reap_dead_runs(context.instance)
     tick, seen, caught_up = _load_cursor(context.cursor)
+    manifest = launch.last_manifest(context.instance, etl.warehouse, etl.parse_version())
     try:
-        current = landing.scan(etl.seeds)
+        plan = launch.plan_run(context.instance, etl.seeds, etl.warehouse, settle_seconds=etl.settle_seconds,
+                               manifest=manifest, previous=seen)
     except ingest.LandingFolderError as exc:
         return dg.SensorResult(skip_reason=f"skipped: {exc}", cursor=context.cursor)
-    manifest = launch.last_manifest(context.instance, etl.warehouse, etl.parse_version())
-    published = dict(zip(manifest["key"], manifest["sha256"]))
-    changes, looked = landing.detect_changes(
-        etl.seeds, current, published, previous=seen, settle_seconds=etl.settle_seconds, parsed=stage.parsed_states(manifest)
-    )
-    plan = landing.make_plan(changes, published=published)
-    cursor = _dump_cursor(tick + 1, looked, caught_up)
+    changes = plan.changes
+    cursor = _dump_cursor(tick + 1, plan.looked, caught_up)
     if not (plan.to_parse or plan.removed):
         waiting = f"; waiting for {len(changes.growing)} file(s) to settle" if changes.growing else ""
         if changes.growing or _sensor_runs_in_flight(context.instance):
@@ -88,7 +85,7 @@ def landing_sensor(context: dg.SensorEvaluationContext, etl: EtlSettings):
         context.log.info("the published snapshot lags behind the landing folder: one run to catch up")
         run = dg.RunRequest(run_key=_run_key(tick, plan), run_config=launch.parse_config(settle_seconds=etl.settle_seconds),
                             tags={launch.TRIGGER_TAG: SENSOR_TRIGGER})
-        return dg.SensorResult(run_requests=[run], cursor=_dump_cursor(tick + 1, looked, marker))
+        return dg.SensorResult(run_requests=[run], cursor=_dump_cursor(tick + 1, plan.looked, marker))
     refusal = launch.removal_refusal(plan, etl.warehouse)
     if refusal and not settings.allow_removals():
         reason = (f"skipped: {refusal}. If those files really are gone, run `etl-project run --allow-removals` "
