@@ -16,11 +16,14 @@ the verified Jaccard of their text to the canonical one (1.0 otherwise).
 """
 
 import difflib
+from dataclasses import dataclass
 
 import polars as pl
 import xxhash
 
-from etl_project.near_dedup import NearConfig, near_duplicates
+from etl_project import dedup_memo
+from etl_project.dedup_memo import Memo, text_hash
+from etl_project.near_dedup import NearConfig, clusters_of
 
 DEFAULT_NEAR = NearConfig()
 
@@ -55,30 +58,49 @@ def _rows_of(records: pl.LazyFrame, rows: pl.Series, record_ids: pl.Series, colu
     return found.select(columns)
 
 
+@dataclass(frozen=True)
+class Deduplicated:
+    papers: pl.DataFrame
+    occurrences: pl.DataFrame
+    memo: Memo  # what the next run looks up (etl_project.dedup_memo)
+    papers_reused: int  # papers whose canonical columns came from the memo
+
+
 def deduplicate(records: pl.DataFrame | pl.LazyFrame, near: NearConfig | None = DEFAULT_NEAR) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Exact then near dedup (``near=None``: exact only); returns ``(papers, paper_occurrences)``.
+    """Exact then near dedup (``near=None``: exact only); returns ``(papers, paper_occurrences)``."""
+    done = deduplicate_with_memo(records, near)
+    return done.papers, done.occurrences
+
+
+def deduplicate_with_memo(records: pl.DataFrame | pl.LazyFrame, near: NearConfig | None = DEFAULT_NEAR,
+                          files: pl.DataFrame | None = None, memo: Memo | None = None) -> Deduplicated:
+    """:func:`deduplicate`, looking up in ``memo`` (an earlier run's, of the same build) what it
+    holds for the records of the files it was written from (``files``: source_file and sha256 of
+    every landing file now) instead of computing it again; the result is the same either way.
 
     Memory: the keys are grouped by a 128-bit hash, never held for every record; the long
     columns are read back only for the rows that need them (one key per exact group for near
     matching, the canonical record's text and key per paper). ``records`` may be a scan."""
     records = records.lazy()
-    keys = records.select(
-        "record_id", "source_file", "ordinal",
-        *_text_hash("dedup_key"),
-    ).collect()
+    if memo is None or files is None:
+        memo, files = Memo.empty(near), pl.DataFrame(schema=dedup_memo.FILES_SCHEMA)
+    same = dedup_memo.unchanged_files(files, memo)
+    keys = records.select("record_id", "source_file", "ordinal").collect()
+    hashes = dedup_memo.key_hashes(records, same, memo)
+    keys = keys.join(hashes.select("record_id", "hash_a", "hash_b"), on="record_id", how="left", maintain_order="left")
     # Each record's position in (source_file, ordinal) order, found without sorting the table:
     # the inverse of the sorting permutation.
     keys = keys.with_columns(
         row=pl.int_range(pl.len(), dtype=pl.UInt32),
         position=pl.arg_sort_by("source_file", "ordinal").arg_sort().cast(pl.UInt32),
-    ).with_columns(first=pl.col("position").min().over("hash_a", "hash_b")).drop("hash_a", "hash_b")
+    ).with_columns(first=pl.col("position").min().over("hash_a", "hash_b"))
     # One representative per exact group, its earliest record, in (source_file, ordinal) order.
-    representatives = keys.filter(pl.col("position") == pl.col("first")).select("row", "position", "record_id").sort("position")
-    schema = {"index": pl.Int64, "canonical": pl.Int64, "similarity": pl.Float64}
-    merged = (
-        near_duplicates(_rows_of(records, representatives["row"], representatives["record_id"], ["dedup_key"]).to_series(), near)
-        if near and representatives.height else pl.DataFrame(schema=schema)
+    representatives = (
+        keys.filter(pl.col("position") == pl.col("first")).select("row", "position", "record_id", "hash_a", "hash_b")
+        .sort("position")
     )
+    keys = keys.drop("hash_a", "hash_b")
+    merged, bands, pairs = _near_clusters(records, representatives, memo, near)
     # A near cluster is named by its canonical (earliest) representative.
     groups = (
         representatives.with_row_index("index").with_columns(pl.col("index").cast(pl.Int64))
@@ -111,17 +133,15 @@ def deduplicate(records: pl.DataFrame | pl.LazyFrame, near: NearConfig | None = 
         .sort("cluster")
         .collect()
     )
-    canonical = _rows_of(
-        records, per_paper["canonical_row"], per_paper["canonical_record_id"], ["text", "dedup_key", "word_count", "char_count"]
-    )
-    per_paper = per_paper.with_columns(paper_id=_paper_ids(canonical["dedup_key"]))
-    papers = pl.concat([per_paper, canonical.rename({"text": "abstract"})], how="horizontal").select(
+    canonical, reused = _canonical_columns(records, per_paper, same, memo)
+    papers = pl.concat([per_paper, canonical], how="horizontal").select(
         "paper_id", "abstract", "dedup_key", "word_count", "char_count", "occurrence_count", "source_count",
         "variant_count", "first_source_file", "first_ordinal", "canonical_record_id", "sources",
     )
     occurrences = (
         linked.lazy()
-        .join(per_paper.lazy().select("cluster", "paper_id"), on="cluster", how="left", maintain_order="left")
+        .join(papers.lazy().select("paper_id").with_columns(per_paper["cluster"]), on="cluster", how="left",
+              maintain_order="left")
         .select(
             "paper_id", "record_id", "source_file", "ordinal",
             match_kind=pl.when(pl.col("near")).then(pl.lit("near"))
@@ -131,7 +151,49 @@ def deduplicate(records: pl.DataFrame | pl.LazyFrame, near: NearConfig | None = 
         )
         .collect()
     )
-    return papers, occurrences
+    files_now = files.filter(pl.col("sha256").is_not_null()).select(dedup_memo.FILES_SCHEMA.keys())
+    next_memo = Memo(files_now, hashes.select(dedup_memo.KEYS_SCHEMA.keys()), bands, pairs,
+                     papers.lazy().select(dedup_memo.PAPER_COLUMNS))
+    return Deduplicated(papers, occurrences, next_memo, reused)
+
+
+def _near_clusters(records: pl.LazyFrame, representatives: pl.DataFrame, memo: Memo,
+                   near: NearConfig | None) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """near_dedup's clusters of the representatives' keys (index, canonical, similarity), with the
+    bands and pairs tables for the next memo; band hashes and Jaccards the memo holds are looked up."""
+    schema = {"index": pl.Int64, "canonical": pl.Int64, "similarity": pl.Float64}
+    if not near or not representatives.height:
+        return pl.DataFrame(schema=schema), memo.bands.clear(), memo.pairs.clear()
+    texts = dedup_memo.Texts(lambda rows: _rows_of(
+        records, representatives["row"].gather(rows), representatives["record_id"].gather(rows), ["dedup_key"]
+    ).to_series())
+    hashes = representatives.select("hash_a", "hash_b")
+    eligible, bands, band_table = dedup_memo.bands_of(hashes, memo, texts, near)
+    similarity = dedup_memo.PairSimilarity(hashes, memo, texts, near)
+    merged = clusters_of(eligible, bands, similarity.factory(), near)
+    return merged, band_table, similarity.table()
+
+
+def _canonical_columns(records: pl.LazyFrame, per_paper: pl.DataFrame, same: pl.Series, memo: Memo) -> tuple[pl.DataFrame, int]:
+    """paper_id, abstract, dedup_key, word_count and char_count of each paper's canonical record
+    (``per_paper``'s order), from the memo's papers when that record's file is unchanged, read
+    from ``records`` otherwise; and how many came from the memo."""
+    columns = ["paper_id", "abstract", "dedup_key", "word_count", "char_count"]
+    wanted = per_paper.select("canonical_record_id", "first_source_file").with_row_index("_row")
+    known = (
+        memo.papers.join(wanted.lazy().filter(pl.col("first_source_file").is_in(same.implode())),
+                         on=["canonical_record_id", "first_source_file"])
+        .select("_row", *columns)
+        .collect()
+    )
+    missing = wanted.join(known, on="_row", how="anti")["_row"]
+    if missing.is_empty():
+        return known.sort("_row").select(columns), known.height
+    read = _rows_of(records, per_paper["canonical_row"].gather(missing), per_paper["canonical_record_id"].gather(missing),
+                    ["text", "dedup_key", "word_count", "char_count"])
+    read = read.select(_row=missing, paper_id=_paper_ids(read["dedup_key"]), abstract="text", dedup_key="dedup_key",
+                       word_count="word_count", char_count="char_count")
+    return pl.concat([known, read]).sort("_row").select(columns), known.height
 
 
 def source_overlap(occurrences: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
@@ -229,13 +291,13 @@ def variant_texts(papers: pl.DataFrame | pl.LazyFrame, occurrences: pl.DataFrame
         occurrences.lazy()
         .filter(pl.col("match_kind") != "canonical")
         .select("paper_id", "record_id", "source_file", "ordinal")
-        .join(records.lazy().select("record_id", *_text_hash("text")), on="record_id")
+        .join(records.lazy().select("record_id", *text_hash("text")), on="record_id")
         .sort("source_file", "ordinal")
         .select("paper_id", "record_id", "hash_a", "hash_b")
     )
     kept = (
         pl.concat([
-            papers_texts.lazy().select("paper_id", *_text_hash("abstract"), record_id=pl.lit(None, pl.String)),
+            papers_texts.lazy().select("paper_id", *text_hash("abstract"), record_id=pl.lit(None, pl.String)),
             others.select("paper_id", "hash_a", "hash_b", "record_id"),
         ])
         .with_row_index("_order")
@@ -259,14 +321,3 @@ def variant_texts(papers: pl.DataFrame | pl.LazyFrame, occurrences: pl.DataFrame
         .select("paper_id", "abstract")
         .collect(),
     ])
-
-
-def _text_hash(column: str) -> list[pl.Expr]:
-    """Two independently seeded 64-bit hashes of a text column (``hash_a``, ``hash_b``), to tell
-    texts apart without holding them: a collision between two of n distinct texts has odds of
-    about n²/2^129 (1e-25 for ten million), far below any hardware error rate. Within one
-    process only (Polars' hash is not stable across versions); never stored."""
-    return [
-        pl.col(column).hash(seed=0x9E3779B97F4A7C15).alias("hash_a"),
-        pl.col(column).hash(seed=0x632BE59BD9B4E019).alias("hash_b"),
-    ]

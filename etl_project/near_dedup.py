@@ -57,6 +57,7 @@ corpus; chain_guard 0.5; min_words 10 (8 shingles). ``benchmarks/near_dedup_benc
 them against datasketch.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -468,13 +469,9 @@ def cluster(n: int, a: np.ndarray, b: np.ndarray, similarity_to, chain_guard: fl
     return canonical, similarity
 
 
-def near_duplicates(texts: pl.Series, config: NearConfig = NearConfig()) -> pl.DataFrame:
-    """Near-duplicate clusters of ``texts`` (in priority order: index 0 is the earliest).
-
-    Returns one row per text merged into an earlier one: ``index``, ``canonical`` (index of the
-    cluster's earliest text) and ``similarity`` (their verified Jaccard), sorted by ``index``.
-    """
-    schema = {"index": pl.Int64, "canonical": pl.Int64, "similarity": pl.Float64}
+def lsh_bands(texts: pl.Series, config: NearConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Steps 1-2 for ``texts``: the indices of the texts with at least ``min_words`` tokens, and
+    their band hashes (one row each, uint64). A text's bands depend on it and ``config`` only."""
     eligible_parts, band_parts = [], []
     for lo, part in iter_shingles(texts, config):
         ok = np.flatnonzero(part.token_counts >= config.min_words)
@@ -486,29 +483,56 @@ def near_duplicates(texts: pl.Series, config: NearConfig = NearConfig()) -> pl.D
         eligible_parts.append(ok + lo)
         band_parts.append(band_hashes(signatures, config))
     if not eligible_parts:
-        return pl.DataFrame(schema=schema)
-    eligible = np.concatenate(eligible_parts)
-    pairs = candidate_pairs(np.concatenate(band_parts), config.max_bucket)
+        return np.zeros(0, dtype=np.int64), np.zeros((0, config.bands), dtype=U64)
+    return np.concatenate(eligible_parts), np.concatenate(band_parts)
+
+
+# Jaccard of texts ``a[i]`` and ``b[i]`` (indices in priority order), for a batch of pairs.
+Similarity = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def clusters_of(eligible: np.ndarray, bands: np.ndarray, similarity_for: Callable[[np.ndarray], Similarity],
+                config: NearConfig) -> pl.DataFrame:
+    """Steps 2-4 from band hashes (``lsh_bands``' output, or the same kept from an earlier run):
+    candidates, their verification and clusters, as :func:`near_duplicates` returns them.
+    ``similarity_for(rows)`` gives the Jaccard of pairs among ``rows``, the candidate texts
+    (ascending indices); it is called once."""
+    schema = {"index": pl.Int64, "canonical": pl.Int64, "similarity": pl.Float64}
+    pairs = candidate_pairs(bands, config.max_bucket) if len(eligible) else np.zeros(0, dtype=U64)
     if len(pairs) == 0:
         return pl.DataFrame(schema=schema)
-    # Verify: exact Jaccard over the shingle sets of the candidate documents only.
     first, second = _split_pairs(pairs)
-    involved = _sorted_unique(np.concatenate([first, second]))  # indices into `eligible`
-    sets = ShingleSets.of_texts(texts, config, rows=eligible[involved])
-    la, lb = np.searchsorted(involved, first), np.searchsorted(involved, second)
-    edge = jaccard(sets, la, lb, config.pair_chunk) >= config.threshold
+    involved = eligible[_sorted_unique(np.concatenate([first, second]))]  # ascending: priority order
+    la, lb = np.searchsorted(involved, eligible[first]), np.searchsorted(involved, eligible[second])
+    similarity = similarity_for(involved)
+    edge = similarity(involved[la], involved[lb]) >= config.threshold
 
     def similarity_to(members, canonicals):
-        return jaccard(sets, members, canonicals, config.pair_chunk)
+        return similarity(involved[members], involved[canonicals])
 
-    # `involved` is sorted and `eligible` ascending, so local order keeps priority order.
-    canonical, similarity = cluster(len(involved), la[edge], lb[edge], similarity_to, config.chain_guard)
+    canonical, similar = cluster(len(involved), la[edge], lb[edge], similarity_to, config.chain_guard)
     merged = np.flatnonzero(canonical != np.arange(len(involved)))
     return pl.DataFrame(
-        {
-            "index": eligible[involved[merged]],
-            "canonical": eligible[involved[canonical[merged]]],
-            "similarity": similarity[merged],
-        },
+        {"index": involved[merged], "canonical": involved[canonical[merged]], "similarity": similar[merged]},
         schema=schema,
     )
+
+
+def shingle_similarity(texts: pl.Series, rows: np.ndarray, config: NearConfig) -> Similarity:
+    """Exact Jaccard between texts of ``texts`` at ``rows`` (ascending), from their shingle sets."""
+    sets = ShingleSets.of_texts(texts, config, rows=rows)
+
+    def similarity(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return jaccard(sets, np.searchsorted(rows, a), np.searchsorted(rows, b), config.pair_chunk)
+
+    return similarity
+
+
+def near_duplicates(texts: pl.Series, config: NearConfig = NearConfig()) -> pl.DataFrame:
+    """Near-duplicate clusters of ``texts`` (in priority order: index 0 is the earliest).
+
+    Returns one row per text merged into an earlier one: ``index``, ``canonical`` (index of the
+    cluster's earliest text) and ``similarity`` (their verified Jaccard), sorted by ``index``.
+    """
+    eligible, bands = lsh_bands(texts, config)
+    return clusters_of(eligible, bands, lambda rows: shingle_similarity(texts, rows, config), config)

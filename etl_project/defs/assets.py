@@ -6,7 +6,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from etl_project import contract, dedup, integrity, publish, settings, stage
+from etl_project import contract, dedup, dedup_memo, integrity, publish, settings, stage
 from etl_project.defs import launch
 from etl_project.defs.metadata import (
     OWNERS,
@@ -15,7 +15,7 @@ from etl_project.defs.metadata import (
     table_metadata,
     table_value,
 )
-from etl_project.defs.resources import EtlSettings, GxValidation
+from etl_project.defs.resources import EtlSettings, GxValidation, staged_file
 from etl_project.enrich.markup import with_plain_text
 
 PUBLISHED_TABLES = (
@@ -137,12 +137,20 @@ def landing_tables(context: dg.AssetExecutionContext, etl: EtlSettings, parsed_f
     },
     group_name="transform",
 )
-def deduplicated(context: dg.AssetExecutionContext, etl: EtlSettings, records: pl.LazyFrame):
+def deduplicated(context: dg.AssetExecutionContext, etl: EtlSettings, records: pl.LazyFrame, source_files: pl.DataFrame):
     """Exact, then near-duplicate deduplication of records into papers (etl_project.near_dedup;
-    the etl resource's near_duplicates and near_threshold settings)."""
+    the etl resource's near_duplicates and near_threshold settings). What the previous run of the
+    same build worked out for files that did not change is looked up, not worked out again
+    (etl_project.dedup_memo); a full refresh works out everything."""
     launch.tag_run_with_process(context)
-    papers, occurrences = dedup.deduplicate(records, etl.near_config())
-    papers = with_plain_text(papers, "abstract", "abstract_plain")  # for display and search
+    build = etl.build_fingerprint()
+    previous = None if launch.full_refresh(context) else _staged_papers(context, etl)
+    memo = dedup_memo.Memo.read(previous, build, etl.near_config()) if previous else None
+    done = dedup.deduplicate_with_memo(records, etl.near_config(), source_files.select("source_file", "sha256"), memo)
+    done.memo.write(stage.run_path(etl.warehouse, context.run_id, "papers").parent, build)
+    occurrences = done.occurrences
+    # For display and search; a text's plain text is looked up when the memo's papers had it.
+    papers = with_plain_text(done.papers, "abstract", "abstract_plain", memo.papers if memo else None)
     duplicates = occurrences.height - papers.height
     summary = {
         "records": occurrences.height,
@@ -153,6 +161,8 @@ def deduplicated(context: dg.AssetExecutionContext, etl: EtlSettings, records: p
         "largest_group": int(papers["occurrence_count"].max() or 0),
         "near_clusters": papers.filter(pl.col("variant_count") > 1).height,
         "near_records": occurrences.filter(pl.col("match_kind") == "near").height,
+        "papers_looked_up": done.papers_reused,
+        "papers_worked_out": papers.height - done.papers_reused,
     }
     yield dg.Output(papers, "papers", metadata={**table_metadata(papers, "papers"), **summary})
     yield dg.Output(
@@ -163,6 +173,13 @@ def deduplicated(context: dg.AssetExecutionContext, etl: EtlSettings, records: p
             "by_match_kind": table_value(occurrences.group_by("match_kind").len().sort("match_kind")),
         }),
     )
+
+
+def _staged_papers(context: dg.AssetExecutionContext, etl: EtlSettings) -> Path | None:
+    try:
+        return staged_file(context.instance, etl.warehouse, dg.AssetKey("papers"), None)
+    except FileNotFoundError:
+        return None
 
 
 @dg.asset(group_name="transform", kinds={"polars"}, owners=OWNERS)

@@ -9,8 +9,14 @@ import dagster as dg
 import polars as pl
 
 from etl_project import dedup, stage
-from etl_project.defs.launch import PARSE_ASSET
-from etl_project.defs.metadata import OWNERS, non_empty, row_count, table_metadata, table_value
+from etl_project.defs import launch
+from etl_project.defs.metadata import (
+    OWNERS,
+    non_empty,
+    row_count,
+    table_metadata,
+    table_value,
+)
 from etl_project.defs.resources import EtlSettings, staged_file
 from etl_project.enrich import links, names, reuse, topics
 
@@ -24,7 +30,7 @@ def computed_for_changes(context: dg.AssetExecutionContext, etl: EtlSettings, bu
     before the asset read its rules or taxonomy: an edit in between then recomputes, never the
     other way round); the fingerprints are staged beside this run's table for the next run."""
     asset = context.asset_key.to_user_string()
-    computed = reuse.compute_changed(inputs, text, compute, None if _full_refresh(context) else _previous(context, etl, asset, build))
+    computed = reuse.compute_changed(inputs, text, compute, None if launch.full_refresh(context) else _previous(context, etl, asset, build))
     fingerprints = computed.fingerprints.with_columns(build=pl.lit(build))
     stage.write(fingerprints, stage.run_path(etl.warehouse, context.run_id, FINGERPRINTS.format(asset=asset)))
     return computed
@@ -42,11 +48,6 @@ def _previous(context: dg.AssetExecutionContext, etl: EtlSettings, asset: str, b
     if earlier.is_empty() or earlier["build"][0] != build:
         return None
     return earlier.drop("build"), pl.read_parquet(rows)
-
-
-def _full_refresh(context: dg.AssetExecutionContext) -> bool:
-    parse = context.run.run_config.get("ops", {}).get(PARSE_ASSET, {}).get("config", {})
-    return bool(parse.get("full"))
 
 
 def _reuse_metadata(computed: reuse.Computed) -> dict:

@@ -160,6 +160,12 @@ def process_tags() -> dict[str, str]:
     return {PID_TAG: _process_id(os.getpid()) or str(os.getpid()), HOST_TAG: socket.gethostname()}
 
 
+def full_refresh(context: dg.AssetExecutionContext) -> bool:
+    """Whether the run was asked to parse and work out everything again (parsed_files config full)."""
+    parse = context.run.run_config.get("ops", {}).get(PARSE_ASSET, {}).get("config", {})
+    return bool(parse.get("full"))
+
+
 def tag_run_with_process(context: dg.AssetExecutionContext) -> None:
     """Runs the daemon launches get the process tags from their first step (in-process executor:
     every step of the run is in this process)."""

@@ -1,0 +1,186 @@
+"""What a deduplication worked out that the next one looks up instead of working out again.
+
+Every entry is a function of texts alone, given the build (code, settings, library versions: the
+caller keeps a memo only for the build that wrote it):
+
+- ``keys``: each record's key hashes (``text_hash`` of its ``dedup_key``), valid while its file's
+  bytes (``files``: source_file, sha256) are the same;
+- ``bands``: each distinct key's LSH band hashes, or that it is too short for near matching;
+- ``pairs``: the exact Jaccard of pairs of distinct keys, as verification and the chain guard
+  asked for them;
+- ``papers``: a canonical record's paper columns (text, key, counts, paper_id), while its file is
+  the same: the staged ``papers`` table itself.
+
+So a deduplication that looks entries up gives exactly what computing them gives; only the time
+differs. A run with no memo (the first, a full refresh, another build) starts from ``Memo.empty``
+and computes everything, and every run writes the memo the next one starts from.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from etl_project import stage
+from etl_project.near_dedup import (
+    NearConfig,
+    ShingleSets,
+    Similarity,
+    jaccard,
+    lsh_bands,
+)
+
+KEY = ["hash_a", "hash_b"]
+PAIR = ["a_a", "a_b", "b_a", "b_b"]
+PARTS = ("files", "keys", "bands", "pairs")
+PAPER_COLUMNS = ["canonical_record_id", "first_source_file", "paper_id", "abstract", "dedup_key", "word_count", "char_count"]
+FILES_SCHEMA = {"source_file": pl.String, "sha256": pl.String}
+KEYS_SCHEMA = {"record_id": pl.String, "source_file": pl.String, "hash_a": pl.UInt64, "hash_b": pl.UInt64}
+PAIRS_SCHEMA = {**dict.fromkeys(PAIR, pl.UInt64), "jaccard": pl.Float64}
+
+
+def text_hash(column: str) -> list[pl.Expr]:
+    """Two independently seeded 64-bit hashes of a text column (``hash_a``, ``hash_b``), to tell
+    texts apart without holding them: a collision between two of n distinct texts has odds of
+    about n²/2^129 (1e-25 for ten million), far below any hardware error rate. Polars' hash is
+    stable within one Polars version only, which the build a memo is kept for includes."""
+    return [
+        pl.col(column).hash(seed=0x9E3779B97F4A7C15).alias("hash_a"),
+        pl.col(column).hash(seed=0x632BE59BD9B4E019).alias("hash_b"),
+    ]
+
+
+def _bands_schema(config: NearConfig | None) -> dict:
+    width = config.bands if config else 1
+    return {"hash_a": pl.UInt64, "hash_b": pl.UInt64, "eligible": pl.Boolean, "bands": pl.Array(pl.UInt64, width)}
+
+
+@dataclass(frozen=True)
+class Memo:
+    files: pl.DataFrame  # FILES_SCHEMA: the landing files whose records ``keys`` holds
+    keys: pl.DataFrame  # KEYS_SCHEMA
+    bands: pl.DataFrame  # _bands_schema: ``eligible`` false (bands 0) for texts too short to match
+    pairs: pl.DataFrame  # PAIRS_SCHEMA, each pair once: (a_a, a_b) < (b_a, b_b)
+    papers: pl.LazyFrame  # the papers the memo was written with (PAPER_COLUMNS at least)
+
+    @classmethod
+    def empty(cls, config: NearConfig | None) -> "Memo":
+        return cls(
+            pl.DataFrame(schema=FILES_SCHEMA), pl.DataFrame(schema=KEYS_SCHEMA),
+            pl.DataFrame(schema=_bands_schema(config)), pl.DataFrame(schema=PAIRS_SCHEMA),
+            pl.LazyFrame(schema={c: pl.String for c in PAPER_COLUMNS[:-2]} | {"word_count": pl.Int64, "char_count": pl.Int64}),
+        )
+
+    def write(self, folder: Path, build: str) -> None:
+        """Stage the memo beside the papers it was written with (``papers`` itself is not copied)."""
+        for part in PARTS:
+            frame = getattr(self, part)
+            stage.write(frame.with_columns(build=pl.lit(build)) if part == "files" else frame, _path(folder, part))
+
+    @classmethod
+    def read(cls, papers_file: Path, build: str, config: NearConfig | None) -> "Memo | None":
+        """The memo staged beside ``papers_file`` when the same build wrote it, else None."""
+        folder = papers_file.parent
+        if not all(_path(folder, part).exists() for part in PARTS):
+            return None
+        files = pl.read_parquet(_path(folder, "files"))
+        if files.is_empty() or files["build"][0] != build:
+            return None
+        bands = pl.read_parquet(_path(folder, "bands"))
+        if bands.schema != pl.Schema(_bands_schema(config)):
+            return None
+        return cls(
+            files.drop("build"), pl.read_parquet(_path(folder, "keys")), bands, pl.read_parquet(_path(folder, "pairs")),
+            pl.scan_parquet(papers_file),
+        )
+
+
+def _path(folder: Path, part: str) -> Path:
+    return folder / f"dedup_memo.{part}.parquet"
+
+
+def unchanged_files(files: pl.DataFrame, memo: Memo) -> pl.Series:
+    """The files whose bytes the memo's entries were computed from (``files``: source_file,
+    sha256 of every landing file now)."""
+    return files.filter(pl.col("sha256").is_not_null()).join(memo.files, on=["source_file", "sha256"], how="semi")["source_file"]
+
+
+def key_hashes(records: pl.LazyFrame, same: pl.Series, memo: Memo) -> pl.DataFrame:
+    """KEYS_SCHEMA for every record: looked up for the files in ``same``, hashed for the rest
+    (reading only their rows: the records are stored in file order, so row-group statistics skip
+    the others)."""
+    fresh = (
+        records.filter(~pl.col("source_file").is_in(same.implode()))
+        .select("record_id", "source_file", *text_hash("dedup_key"))
+        .collect(engine="streaming")
+    )
+    return pl.concat([memo.keys.filter(pl.col("source_file").is_in(same.implode())), fresh])
+
+
+class Texts:
+    """Keys of the representatives (priority order) read on demand; the last read is kept, so a
+    full build, which reads them all for their bands, reads them once."""
+
+    def __init__(self, read: Callable[[np.ndarray], pl.Series]):
+        self._read, self._rows, self._texts = read, np.zeros(0, dtype=np.int64), None
+
+    def __call__(self, rows: np.ndarray) -> pl.Series:
+        """Texts at ``rows`` (ascending)."""
+        if self._texts is not None and len(rows) and np.isin(rows, self._rows).all():
+            return self._texts.gather(np.searchsorted(self._rows, rows))
+        self._rows, self._texts = rows, self._read(rows)
+        return self._texts
+
+
+def bands_of(hashes: pl.DataFrame, memo: Memo, texts: Texts, config: NearConfig) -> tuple[np.ndarray, np.ndarray, pl.DataFrame]:
+    """(eligible indices, their band hashes, the bands table for the next memo) of the distinct
+    keys ``hashes`` (hash_a, hash_b, in priority order): looked up, or computed from their text."""
+    known = hashes.join(memo.bands.with_columns(found=pl.lit(True)), on=KEY, how="left", maintain_order="left")
+    missing = np.flatnonzero(known["found"].is_null().to_numpy())
+    eligible = known["eligible"].fill_null(False).to_numpy().copy()
+    matrix = np.zeros((hashes.height, config.bands), dtype=np.uint64)
+    found = np.flatnonzero(known["found"].is_not_null().to_numpy())
+    if len(found):
+        matrix[found] = known["bands"].gather(found).to_numpy()
+    if len(missing):
+        local, computed = lsh_bands(texts(missing), config)
+        matrix[missing[local]] = computed
+        eligible[missing[local]] = True
+    table = hashes.select(KEY).with_columns(
+        eligible=pl.Series(eligible), bands=pl.Series(matrix, dtype=pl.Array(pl.UInt64, config.bands)),
+    )
+    rows = np.flatnonzero(eligible)
+    return rows, matrix[rows], table
+
+
+class PairSimilarity:
+    """Jaccard of pairs of representatives: looked up in the memo's pairs, computed from the
+    shingle sets of the texts the memo lacks; remembers every pair asked for (the next memo)."""
+
+    def __init__(self, hashes: pl.DataFrame, memo: Memo, texts: Texts, config: NearConfig):
+        self._a, self._b = hashes["hash_a"].to_numpy(), hashes["hash_b"].to_numpy()
+        self._known, self._texts, self._config = memo.pairs, texts, config
+        self._asked: list[pl.DataFrame] = []
+
+    def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        swap = (self._a[a] > self._a[b]) | ((self._a[a] == self._a[b]) & (self._b[a] > self._b[b]))
+        low, high = np.where(swap, b, a), np.where(swap, a, b)
+        pairs = pl.DataFrame({"a_a": self._a[low], "a_b": self._b[low], "b_a": self._a[high], "b_b": self._b[high]})
+        result = pairs.join(self._known, on=PAIR, how="left", maintain_order="left")["jaccard"].to_numpy().copy()
+        missing = np.flatnonzero(np.isnan(result))
+        if len(missing):
+            rows = np.unique(np.concatenate([low[missing], high[missing]]))
+            sets = ShingleSets.of_texts(self._texts(rows), self._config)
+            result[missing] = jaccard(sets, np.searchsorted(rows, low[missing]), np.searchsorted(rows, high[missing]),
+                                      self._config.pair_chunk)
+        self._asked.append(pairs.with_columns(jaccard=pl.Series(result)))
+        return result
+
+    def table(self) -> pl.DataFrame:
+        """Every pair asked about, for the next memo."""
+        return pl.concat([pl.DataFrame(schema=PAIRS_SCHEMA), *self._asked]).unique(PAIR)
+
+    def factory(self) -> Callable[[np.ndarray], Similarity]:
+        return lambda rows: self
