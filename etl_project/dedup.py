@@ -82,8 +82,8 @@ def deduplicate_with_memo(records: pl.DataFrame | pl.LazyFrame, near: NearConfig
     columns are read back only for the rows that need them (one key per exact group for near
     matching, the canonical record's text and key per paper). ``records`` may be a scan."""
     records = records.lazy()
-    if memo is None or files is None:
-        memo, files = Memo.empty(near), pl.DataFrame(schema=dedup_memo.FILES_SCHEMA)
+    files = pl.DataFrame(schema=dedup_memo.FILES_SCHEMA) if files is None else files
+    memo = Memo.empty(near) if memo is None else memo
     same = dedup_memo.unchanged_files(files, memo)
     keys = records.select("record_id", "source_file", "ordinal").collect()
     hashes = dedup_memo.key_hashes(records, same, memo)

@@ -1,0 +1,118 @@
+"""Deduplication that looks up an earlier run's memo gives exactly what working everything out gives."""
+
+import hashlib
+from pathlib import Path
+
+import polars as pl
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
+
+from etl_project import dedup, dedup_memo
+from etl_project.dedup_memo import Memo
+from etl_project.near_dedup import NearConfig
+from etl_project_tests.conftest import normalized_records
+
+BASE = ("we study robust training of graph neural networks under label noise and propose a method that "
+        "reweights samples by their agreement with neighbours with experiments on citation benchmarks")
+OTHER = ("a compiler for sparse tensor algebra that fuses loops across kernels and schedules them for "
+         "modern accelerators reaching the speed of hand written code on many workloads")
+# Near variants of each base, a chain (each step a few words from the last, the ends far apart),
+# exact copies that differ in case only, and texts too short for near matching.
+CHAIN = [BASE]
+for old, new in [("robust", "stable"), ("graph", "hyper"), ("label", "tag"), ("citation", "social"),
+                 ("samples", "nodes"), ("neighbours", "peers"), ("method", "scheme")]:
+    CHAIN.append(CHAIN[-1].replace(old, new))
+TEXTS = [*CHAIN, OTHER, OTHER.replace("sparse", "dense"), OTHER.upper(), BASE.upper(), "Too short to match.", "Also short."]
+NAMES = ["a.txt", "b.txt", "c.txt", "sub/d.txt", "e.txt"]
+CONFIGS = [NearConfig(), NearConfig(max_bucket=2), NearConfig(threshold=0.6, chain_guard=0.3)]
+
+folders = st.dictionaries(st.sampled_from(NAMES), st.lists(st.sampled_from(TEXTS), min_size=1, max_size=5), min_size=1)
+operations = st.one_of(
+    st.tuples(st.just("write"), st.sampled_from(NAMES), st.lists(st.sampled_from(TEXTS), min_size=0, max_size=5)),
+    st.tuples(st.just("remove"), st.sampled_from(NAMES), st.just(None)),
+    st.tuples(st.just("rename"), st.sampled_from(NAMES), st.sampled_from(NAMES)),
+)
+
+
+def tables(folder: dict[str, list[str]]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(records, files) of a landing folder given as {file: texts}."""
+    rows = [(name, ordinal, text) for name in sorted(folder) for ordinal, text in enumerate(folder[name], start=1)]
+    files = pl.DataFrame(
+        [(name, hashlib.sha256("\n\n".join(texts).encode()).hexdigest()) for name, texts in folder.items()],
+        schema=dedup_memo.FILES_SCHEMA, orient="row",
+    )
+    return normalized_records(rows) if rows else normalized_records([("x", 1, "x")]).clear(), files
+
+
+def round_trip(done: dedup.Deduplicated, folder: Path, build: str, config: NearConfig) -> Memo:
+    """The memo as the next run reads it: staged beside the papers, then read back."""
+    folder.mkdir(parents=True, exist_ok=True)
+    done.papers.write_parquet(folder / "papers.parquet")
+    done.memo.write(folder, build)
+    memo = Memo.read(folder / "papers.parquet", build, config)
+    assert memo is not None
+    return memo
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(start=folders, steps=st.lists(operations, min_size=1, max_size=4), config=st.sampled_from(CONFIGS))
+def test_any_sequence_of_changes_gives_what_a_fresh_deduplication_gives(tmp_path_factory, start, steps, config):
+    root = tmp_path_factory.mktemp("memo")
+    folder = dict(start)
+    records, files = tables(folder)
+    done = dedup.deduplicate_with_memo(records, config, files)
+    for number, (kind, name, arg) in enumerate(steps):
+        memo = round_trip(done, root / str(number), "build", config)
+        if kind == "write":
+            folder[name] = arg
+        elif kind == "remove":
+            folder.pop(name, None)
+        elif kind == "rename" and name in folder:
+            folder[arg] = folder.pop(name)
+        records, files = tables(folder)
+        done = dedup.deduplicate_with_memo(records.lazy(), config, files, memo)
+        papers, occurrences = dedup.deduplicate(records, config)
+        assert_frame_equal(done.papers, papers, check_exact=True)
+        assert_frame_equal(done.occurrences, occurrences, check_exact=True)
+
+
+def test_a_change_works_out_only_what_it_brings_and_looks_up_the_rest(tmp_path, monkeypatch):
+    folder = {"a.txt": CHAIN[:3], "b.txt": [OTHER, CHAIN[0]], "c.txt": [TEXTS[-2], BASE.upper()]}
+    records, files = tables(folder)
+    first = dedup.deduplicate_with_memo(records, NearConfig(), files)
+    memo = round_trip(first, tmp_path, "build", NearConfig())
+    banded, hashed = [], []
+    lsh_bands, key_hashes = dedup_memo.lsh_bands, dedup_memo.key_hashes
+    monkeypatch.setattr(dedup_memo, "lsh_bands", lambda texts, config: (banded.extend(texts), lsh_bands(texts, config))[1])
+    monkeypatch.setattr(dedup_memo, "key_hashes", lambda records, same, memo: (
+        hashed.append(records.filter(~pl.col("source_file").is_in(same.implode())).collect().height),
+        key_hashes(records, same, memo))[1])
+
+    variant = BASE.replace("benchmarks", "datasets")
+    folder["d.txt"] = [variant, OTHER]  # one new text, one known
+    records, files = tables(folder)
+    second = dedup.deduplicate_with_memo(records, NearConfig(), files, memo)
+    assert banded == [variant]  # only the new text is hashed into bands
+    assert hashed == [2]  # only the new file's records are hashed into keys
+    assert second.papers_reused == first.papers.height  # every earlier paper's columns looked up
+    papers, occurrences = dedup.deduplicate(records)
+    assert second.papers.equals(papers) and second.occurrences.equals(occurrences)
+    assert second.papers["variant_count"].max() == 4  # the new variant joined the cluster
+
+    banded.clear()
+    del folder["a.txt"]  # the cluster's canonical goes: the cluster is worked out again, nothing read
+    records, files = tables(folder)
+    third = dedup.deduplicate_with_memo(records, NearConfig(), files, round_trip(second, tmp_path / "2", "build", NearConfig()))
+    assert banded == []
+    papers, occurrences = dedup.deduplicate(records)
+    assert third.papers.equals(papers) and third.occurrences.equals(occurrences)
+
+
+def test_a_memo_of_another_build_or_near_setting_is_not_used(tmp_path):
+    records, files = tables({"a.txt": CHAIN[:2]})
+    done = dedup.deduplicate_with_memo(records, NearConfig(), files)
+    round_trip(done, tmp_path, "build one", NearConfig())
+    assert Memo.read(tmp_path / "papers.parquet", "build two", NearConfig()) is None
+    assert Memo.read(tmp_path / "papers.parquet", "build one", NearConfig(bands=10, rows=10)) is None
+    assert Memo.read(tmp_path / "nowhere" / "papers.parquet", "build one", NearConfig()) is None
