@@ -1,23 +1,44 @@
-"""Time to build the full-text (BM25) index of ``search_papers``, three ways, on N papers:
+"""What full-text search costs on N papers: building its terms, and querying them.
 
-- ``pragma``: the fts extension's ``PRAGMA create_fts_index`` over the table (as before);
-- ``pragma-tuned``: the same with DuckDB settings alone: ``preserve_insertion_order = false`` and
-  the build's memory limit (``warehouse_sql.build_memory_limit``);
-- ``set-based``: ``warehouse_sql.fts_index_statements`` under that memory limit, as publish runs it.
+``search_papers`` scores BM25 over the ``paper_terms`` table (etl_project/search_terms.py) and
+computes the corpus statistics at query time; the fts extension's index is the reference. Each
+build reads the same two Parquet files (papers, paper_names) and runs, timed from its connection's
+start to the end of its last statement, in one of these ways:
+
+- ``pragma``: the extension's ``PRAGMA create_fts_index`` (porter, english stopwords, DuckDB's
+  default memory limit, in memory) over ``search_terms.DOCUMENTS``, the table made from the files
+  first: the index search used to build in every publish;
+- ``terms``: ``search_terms.write_terms`` of every paper into a zstd Parquet file, under
+  ``search_terms.connection`` (its memory limit): what a full refresh of the ``paper_terms``
+  asset computes;
+- ``terms-1%``: the same for 1% of the papers only (every 100th, from files holding only them and
+  their names): the terms an incremental run works out when 1% of the papers' texts changed;
+- ``asset-1%``: everything the ``paper_terms`` asset does in that incremental run, as
+  etl_project/defs/enrich.py does it (without Dagster): every paper's search document and
+  fingerprint, the papers whose fingerprint is unchanged since the previous run's sidecar (one
+  in 100 has a changed ``abstract_plain``), the terms of the others, the new fingerprints, and the
+  previous rows of the unchanged papers merged with the new ones into the staged file.
 
 Papers are the distinct paragraphs of a corpus folder in the seeds' format (a title line, a blank
 line, one abstract per paragraph; ``benchmarks/corpus.py`` makes them), taken in file order, with
 ``abstract_plain`` and ``paper_names`` from the project's own enrichment functions. Each build runs
-in a fresh child process on a copy of the same DuckDB file; the child reports the build's wall and
-CPU time (user + sys, all threads) and its peak RSS (process start included). Runs alternate
-between the ways (the machine is shared), and each build's matches and scores for a few queries
-are digested, so the table also shows that all ways answer the same.
+in a fresh child process, which reports its wall and CPU time (user + sys, all threads) and its
+peak RSS (process start included); runs alternate between the ways (the machine is shared), and
+the table shows medians. ``rows`` is the (paper, term) pairs built: ``paper_terms`` rows, or the
+distinct (document, term) pairs of the extension's index, which should be the same number.
+
+Then queries (``--query-repeat`` runs each, median): the papers, their names and every paper's
+terms (as ``terms`` builds them) are published as a lake (``publish.publish``, untimed), and
+``search_papers`` is timed through ``etl_project.connect``. ``same top 10`` tells whether its ten results (paper_id
+and score to 4 decimals, in its order) are those the extension's ``match_bm25`` ranks first on
+the ``pragma`` index (set ``--ways`` to include ``pragma`` for it).
 
     PYTHONPATH=$PWD python benchmarks/fts_bench.py /work/bench/c100000 --papers 100000 --repeat 3
+
+``FTS_BENCH_TMP`` sets the folder of the work files (default: the system's temp folder).
 """
 
 import argparse
-import contextlib
 import hashlib
 import json
 import os
@@ -30,14 +51,23 @@ import tempfile
 import time
 from pathlib import Path
 
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
 import duckdb
 import polars as pl
+from pipeline_bench import fmt, table
 
-from etl_project import lake, warehouse_sql
+import etl_project
+from etl_project import lake, publish, search_terms, stage
 from etl_project.enrich import markup, names
+from etl_project.lake import literal
 
-WAYS = ("pragma", "pragma-tuned", "set-based")
-QUERIES = ("federated learning", "graph neural networks under distribution shift", "benchmark", "the of and")
+WAYS = ("pragma", "terms", "terms-1%", "asset-1%")
+# Two phrases, one frequent word (the corpus generator never writes "benchmark"), only stopwords.
+QUERIES = ("federated learning", "graph neural networks under distribution shift", "robust", "the of and")
+TOP = 10  # search_papers' default max_results
+SAMPLE_EVERY = 100  # 1% of the papers
 
 
 def read_papers(corpus: Path, count: int) -> pl.DataFrame:
@@ -49,6 +79,8 @@ def read_papers(corpus: Path, count: int) -> pl.DataFrame:
         total += frames[-1].height
         if total >= 1.3 * count:  # room for the exact duplicates dropped below
             break
+    if not frames:
+        raise SystemExit(f"no *.txt files in {corpus}")
     abstracts = pl.concat(frames).unique("abstract", keep="first", maintain_order=True).head(count)
     return abstracts.select(
         paper_id=pl.col("abstract").map_batches(
@@ -58,42 +90,89 @@ def read_papers(corpus: Path, count: int) -> pl.DataFrame:
     )
 
 
-def build_statements(way: str) -> tuple[str, ...]:
-    if way.startswith("pragma"):
-        return (
-            "CREATE SCHEMA search",
-            f"CREATE TABLE search.papers AS {warehouse_sql.SEARCH_ROWS}",
-            "PRAGMA create_fts_index('search.papers', 'paper_id', 'names', 'abstract_plain', "
-            "stemmer = 'porter', stopwords = 'english', overwrite = 1)",
-        )
-    statements = warehouse_sql.fts_index_statements("search.papers", "paper_id", warehouse_sql.SEARCH_FIELDS, warehouse_sql.SEARCH_ROWS)
-    return ("CREATE SCHEMA search", *statements)
+def parquet(path: Path) -> str:
+    return f"read_parquet({literal(str(path))})"
 
 
-def child(way: str, database: Path) -> None:
-    """Build the index one way in ``database``; print timings, index size and a digest of answers."""
-    with duckdb.connect(str(database)) as con:
+def fingerprints(con: duckdb.DuckDBPyConnection, documents: str, path: Path) -> None:
+    """The asset's fingerprint sidecar (without its build column) of the relation ``documents``."""
+    con.execute(f"COPY (SELECT paper_id, fp_a, fp_b FROM {documents} ORDER BY paper_id) "
+                f"TO {literal(str(path))} (FORMAT parquet, COMPRESSION zstd)")
+
+
+# --- the ways, each run in a child process -----------------------------------------------------
+
+def build_pragma(work: Path, out: Path, mark) -> dict:
+    with duckdb.connect() as con:
         lake.load_extension(con, "fts")
-        if way == "pragma-tuned":
-            con.execute("SET preserve_insertion_order = false")
-        before, started = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-        with warehouse_sql.build_memory_limit(con) if way != "pragma" else contextlib.nullcontext():
-            for statement in build_statements(way):
-                con.execute(statement)
-        con.execute("CHECKPOINT")
-        wall, after, rss = time.perf_counter() - started, resource.getrusage(resource.RUSAGE_SELF), peak_rss_mb()
-        # Every match with its score to 9 decimals: the last bits of a multi-term score vary from run
-        # to run (the extension's macro sums in no fixed order), on either index.
-        answers = [
-            con.execute("SELECT paper_id, round(score, 9) FROM (SELECT paper_id, fts_search_papers.match_bm25(paper_id, ?) AS score "
-                        "FROM search.papers) WHERE score IS NOT NULL ORDER BY paper_id", [q]).fetchall()
-            for q in QUERIES
-        ]
-        terms = con.sql("SELECT count(*) FROM fts_search_papers.terms").fetchone()[0]
+        con.execute(f"SET temp_directory = {literal(str(work / 'duckdb_tmp'))}")
+        con.execute(f"CREATE TABLE documents AS WITH papers AS (FROM {parquet(work / 'papers.parquet')}), "
+                    f"paper_names AS (FROM {parquet(work / 'paper_names.parquet')}) {search_terms.DOCUMENTS}")
+        con.execute(f"PRAGMA create_fts_index('documents', 'paper_id', {', '.join(map(literal, search_terms.FIELDS))}, "
+                    f"stemmer = {literal(search_terms.STEMMER)}, stopwords = {literal(search_terms.STOPWORDS)})")
+        mark()  # the build is done: what follows checks it
+        rows = con.execute("SELECT count(*) FROM (SELECT DISTINCT docid, termid FROM fts_main_documents.terms)").fetchone()[0]
+        # What search_papers returns: the first TOP by BM25 (ties to 9 decimals, then paper_id), to 4 decimals.
+        answers = {q: con.execute(
+            "SELECT paper_id, round(score, 4) FROM (SELECT paper_id, fts_main_documents.match_bm25(paper_id, ?) AS score "
+            f"FROM documents) WHERE score IS NOT NULL ORDER BY round(score, 9) DESC, paper_id LIMIT {TOP}", [q]).fetchall()
+            for q in QUERIES}
+    return {"rows": rows, "answers": {q: digest(a) for q, a in answers.items()}}
+
+
+def build_terms(work: Path, out: Path, mark, papers: str = "papers", paper_names: str = "paper_names") -> dict:
+    with search_terms.connection(work / "duckdb_tmp") as con:
+        documents = f"({search_terms.documents_sql(parquet(work / f'{papers}.parquet'), parquet(work / f'{paper_names}.parquet'))})"
+        rows = search_terms.write_terms(con, documents, out)
+    return {"rows": rows, "mb": out.stat().st_size / 1e6}
+
+
+def build_terms_sample(work: Path, out: Path, mark) -> dict:
+    return build_terms(work, out, mark, "papers_sample", "paper_names_sample")
+
+
+def build_asset_increment(work: Path, out: Path, mark) -> dict:
+    """The paper_terms asset's incremental run (etl_project/defs/enrich.py), its IO manager's write included."""
+    fresh, sidecar = out.with_name("fresh.parquet"), out.with_name("fingerprints.parquet")
+    with search_terms.connection(work / "duckdb_tmp") as con:
+        con.execute("CREATE TEMP TABLE documents AS "
+                    + search_terms.documents_sql(parquet(work / "papers_changed.parquet"), parquet(work / "paper_names.parquet")))
+        same = con.execute(f"SELECT paper_id FROM documents SEMI JOIN {parquet(work / 'previous_fingerprints.parquet')} "
+                           "USING (paper_id, fp_a, fp_b) ORDER BY paper_id").pl()
+        con.register("same_papers", same)
+        computed = search_terms.write_terms(con, "(FROM documents ANTI JOIN same_papers USING (paper_id))", fresh)
+        fingerprints(con, "documents", sidecar)
+    previous = pl.scan_parquet(work / "previous_terms.parquet").join(same.lazy(), on="paper_id", how="semi", maintain_order="left")
+    stage.write(previous.merge_sorted(pl.scan_parquet(fresh), "paper_id"), out)
+    rows = pl.scan_parquet(out).select(pl.len()).collect().item()
+    return {"rows": rows, "mb": out.stat().st_size / 1e6, "computed_rows": computed}
+
+
+BUILDS = {"pragma": build_pragma, "terms": build_terms, "terms-1%": build_terms_sample, "asset-1%": build_asset_increment}
+
+
+def child(way: str, work: Path) -> None:
+    """Build one way from the files in ``work``; print its timings, rows and answers as JSON."""
+    out = work / "out" / "paper_terms.parquet"
+    shutil.rmtree(out.parent, ignore_errors=True)
+    out.parent.mkdir()
+    marks: list[tuple[float, resource.struct_rusage, float]] = []
+
+    def mark() -> None:
+        """The build's end (a build that goes on to check itself marks it earlier)."""
+        if not marks:
+            marks.append((time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF), peak_rss_mb()))
+
+    before, started = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    result = BUILDS[way](work, out, mark)
+    mark()
+    finished, after, rss = marks[0]
     cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
-    digest = hashlib.sha256(repr(answers).encode()).hexdigest()[:12]
-    print(json.dumps({"wall": wall, "cpu": cpu, "terms": terms, "digest": digest, "mb": database.stat().st_size / 1e6,
-                      "rss_mb": rss}))
+    print(json.dumps({"wall": finished - started, "cpu": cpu, "rss_mb": rss, **result}))
+
+
+def digest(rows: list) -> str:
+    return hashlib.sha256(repr([tuple(r) for r in rows]).encode()).hexdigest()[:12]
 
 
 def peak_rss_mb() -> float:
@@ -103,57 +182,105 @@ def peak_rss_mb() -> float:
     return int(status.split("VmHWM:")[1].split()[0]) / 1024
 
 
-def run(way: str, base: Path, work: Path) -> dict:
-    database = work / f"{way}.duckdb"
-    shutil.copy(base, database)
-    done = subprocess.run([sys.executable, __file__, "--child", way, str(database)], stdout=subprocess.PIPE, text=True)
+def run(way: str, work: Path) -> dict:
+    done = subprocess.run([sys.executable, __file__, "--child", way, str(work)], check=False, stdout=subprocess.PIPE, text=True)
     if done.returncode:
         raise SystemExit(f"{way} build failed ({done.returncode})")
-    database.unlink()
-    shutil.rmtree(database.with_suffix(".duckdb.tmp"), ignore_errors=True)
+    shutil.rmtree(work / "duckdb_tmp", ignore_errors=True)
     return json.loads(done.stdout)
+
+
+# --- the parent ----------------------------------------------------------------------------------
+
+def prepare(work: Path, papers: pl.DataFrame, found: pl.DataFrame) -> None:
+    """The builds' input files: papers and names, their 1% sample, the papers with that 1% changed,
+    and the previous run's terms and fingerprints (of the unchanged papers) for asset-1%."""
+    papers.write_parquet(work / "papers.parquet", compression="zstd")
+    found.write_parquet(work / "paper_names.parquet", compression="zstd")
+    sample = papers.gather_every(SAMPLE_EVERY)
+    sample.write_parquet(work / "papers_sample.parquet", compression="zstd")
+    found.join(sample.select("paper_id"), on="paper_id", how="semi").write_parquet(work / "paper_names_sample.parquet", compression="zstd")
+    changed = papers.with_columns(abstract_plain=pl.when(pl.int_range(pl.len()) % SAMPLE_EVERY == 0)
+                                  .then(pl.col("abstract_plain") + " Revised with a corrected evaluation.")
+                                  .otherwise(pl.col("abstract_plain")))
+    changed.write_parquet(work / "papers_changed.parquet", compression="zstd")
+    with search_terms.connection(work / "duckdb_tmp") as con:
+        documents = f"({search_terms.documents_sql(parquet(work / 'papers.parquet'), parquet(work / 'paper_names.parquet'))})"
+        search_terms.write_terms(con, documents, work / "previous_terms.parquet")
+        fingerprints(con, documents, work / "previous_fingerprints.parquet")
+    shutil.rmtree(work / "duckdb_tmp", ignore_errors=True)
+
+
+def time_queries(work: Path, repeat: int) -> dict[str, dict]:
+    """Publish papers, paper_names and paper_terms as a lake; time search_papers on it."""
+    warehouse = work / "warehouse"
+    publish.publish({"papers": work / "papers.parquet", "paper_names": work / "paper_names.parquet",
+                     "paper_terms": work / "previous_terms.parquet"}, lake.Lake.of(warehouse), "fts-bench")
+    found = {}
+    with etl_project.connect(warehouse) as con:
+        for query in QUERIES:
+            times, rows = [], []
+            for _ in range(repeat):
+                started = time.perf_counter()
+                rows = con.execute("SELECT paper_id, score FROM search_papers(?)", [query]).fetchall()
+                times.append(time.perf_counter() - started)
+            found[query] = {"ms": statistics.median(times) * 1000, "results": len(rows), "answers": digest(rows)}
+    return found
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("corpus", type=Path, nargs="?")
     parser.add_argument("--papers", type=int, default=100_000)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=3, help="builds per way")
+    parser.add_argument("--query-repeat", type=int, default=5, help="runs per query (0: no queries)")
     parser.add_argument("--ways", default=",".join(WAYS), help="comma-separated subset of: " + ", ".join(WAYS))
-    parser.add_argument("--child", nargs=2, metavar=("WAY", "DATABASE"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", nargs=2, metavar=("WAY", "WORK"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         return child(args.child[0], Path(args.child[1]))
     if args.corpus is None:
         parser.error("the corpus folder is required")
+    ways = args.ways.split(",")
+    if unknown := set(ways) - set(WAYS):
+        parser.error(f"unknown ways: {', '.join(sorted(unknown))}")
 
     with tempfile.TemporaryDirectory(dir=os.environ.get("FTS_BENCH_TMP")) as tmp:
-        work, base = Path(tmp), Path(tmp) / "base.duckdb"
+        work = Path(tmp)
         papers = read_papers(args.corpus, args.papers)
         found = names.extract_names(papers)
-        with duckdb.connect(str(base)) as con:
-            for name, frame in {"papers": papers, "paper_names": found}.items():
-                con.register("incoming", frame.to_arrow())
-                con.execute(f"CREATE TABLE {name} AS SELECT * FROM incoming")
-                con.unregister("incoming")
+        prepare(work, papers, found)
         mb = papers["abstract_plain"].str.len_bytes().sum() / 1e6
-        print(f"{papers.height} papers ({mb:.0f} MB of abstract_plain, {found.height} names) from {args.corpus}; "
-              f"DuckDB {duckdb.__version__}, {os.cpu_count()} cpus; median of {args.repeat} runs")
-        ways = args.ways.split(",")
+        print(f"{papers.height:,} papers ({mb:.1f} MB of abstract_plain, {found.height:,} names) from {args.corpus}; "
+              f"DuckDB {duckdb.__version__}, {os.cpu_count()} cpus; median of {args.repeat} builds\n")
         runs: dict[str, list[dict]] = {way: [] for way in ways}
         for _ in range(args.repeat):
             for way in ways:
-                runs[way].append(run(way, base, work))
-        print(f"{'way':12} {'wall s':>8} {'cpu s':>8} {'peak RSS MB':>12} {'index MB':>9} {'terms':>11}  answers")
-        for way, results in runs.items():
-            median = {key: statistics.median(r[key] for r in results) for key in ("wall", "cpu", "rss_mb", "mb")}
-            digests = ",".join(sorted({r["digest"] for r in results}))
-            print(f"{way:12} {median['wall']:8.2f} {median['cpu']:8.2f} {median['rss_mb']:12.0f} {median['mb']:9.0f} "
-                  f"{results[0]['terms']:11d}  {digests}")
-        if "pragma" in runs and "set-based" in runs:
-            ratios = [statistics.median(r[key] for r in runs["pragma"]) / statistics.median(r[key] for r in runs["set-based"])
-                      for key in ("wall", "cpu", "rss_mb")]
-            print("pragma / set-based: wall {:.1f}x, cpu {:.1f}x, peak RSS {:.1f}x".format(*ratios))
+                runs[way].append(run(way, work))
+
+        medians = {way: {key: statistics.median(r[key] for r in results) for key in ("wall", "cpu", "rss_mb")}
+                   for way, results in runs.items()}
+        sample_papers = -(-papers.height // SAMPLE_EVERY)
+        built = {"pragma": papers.height, "terms": papers.height, "terms-1%": sample_papers, "asset-1%": sample_papers}
+        rows = [[way, f"{built[way]:,}", fmt(m["wall"]), fmt(m["cpu"]), fmt(m["rss_mb"], 0),
+                 f"{runs[way][0]['rows']:,}", fmt(runs[way][0].get("mb"))] for way, m in medians.items()]
+        print(table(["way", "papers computed", "wall s", "cpu s", "peak RSS MB", "rows", "file MB"], rows))
+        if "pragma" in medians and "terms" in medians:
+            ratios = [medians["pragma"][k] / max(medians["terms"][k], 1e-9) for k in ("wall", "cpu", "rss_mb")]
+            print("pragma / terms: wall {:.1f}x, cpu {:.1f}x, peak RSS {:.1f}x".format(*ratios))
+        for way in ("terms-1%", "asset-1%"):
+            if way in medians and "terms" in medians:
+                shares = [medians[way][k] / max(medians["terms"][k], 1e-9) for k in ("wall", "cpu")]
+                print("{}: {:.0%} of the wall time of terms (every paper), {:.0%} of its cpu".format(way, *shares))
+
+        if args.query_repeat > 0:
+            queries = time_queries(work, args.query_repeat)
+            reference = runs["pragma"][0]["answers"] if "pragma" in runs else {}
+            print(f"\nsearch_papers on the published lake, median of {args.query_repeat} runs")
+            print(table(["query", "results", "median ms", f"same top {TOP}"],
+                        [[repr(q), r["results"], fmt(r["ms"], 1),
+                          ("yes" if reference[q] == r["answers"] else "NO") if reference else "-"]
+                         for q, r in queries.items()]))
 
 
 if __name__ == "__main__":

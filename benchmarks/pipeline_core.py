@@ -20,9 +20,10 @@ from pathlib import Path
 
 import polars as pl
 
-from etl_project import dedup, ingest, integrity, lake, publish, stage
+from etl_project import dedup, ingest, integrity, lake, publish, search_terms, stage
 from etl_project.enrich import links, names, topics
 from etl_project.enrich.markup import with_plain_text
+from etl_project.lake import literal
 from etl_project.near_dedup import NearConfig
 from etl_project.quality import suites
 from etl_project.quality.runner import run_suite
@@ -45,6 +46,20 @@ def peak_rss_mb() -> float:
     with open("/proc/self/status") as handle:
         kb = next(int(line.split()[1]) for line in handle if line.startswith("VmHWM:"))
     return kb * 1024 / 1e6
+
+
+def paper_terms(staged: Path) -> pl.LazyFrame:
+    """The paper_terms asset of a full refresh (etl_project/defs/enrich.py, no previous run to reuse):
+    every paper's search document and fingerprint, its terms into a file by DuckDB, the
+    fingerprint sidecar; the scan of the terms is what the asset hands its IO manager."""
+    fresh, sidecar = staged / "paper_terms.fresh.parquet", staged / "paper_terms.fingerprints.parquet"
+    papers, paper_names = (f"read_parquet({literal(str(staged / f'{name}.parquet'))})" for name in ("papers", "paper_names"))
+    with search_terms.connection(staged / "duckdb_tmp") as con:
+        con.execute(f"CREATE TEMP TABLE documents AS {search_terms.documents_sql(papers, paper_names)}")
+        search_terms.write_terms(con, "documents", fresh)
+        con.execute(f"COPY (SELECT paper_id, fp_a, fp_b FROM documents ORDER BY paper_id) TO {literal(str(sidecar))} "
+                    "(FORMAT parquet, COMPRESSION zstd)")
+    return pl.scan_parquet(fresh)
 
 
 def run_core(landing: Path, warehouse: Path, near: bool = True, enrich: bool = True, validate: bool = True) -> dict:
@@ -102,6 +117,9 @@ def run_core(landing: Path, warehouse: Path, near: bool = True, enrich: bool = T
             tables["paper_names"] = keep("paper_names", names.extract_names(papers))
             tables["paper_topics"] = keep("paper_topics", topics.tag_topics(papers, topics.load_taxonomy()))
         check("paper_links", "paper_names", "paper_topics")
+        with timed("paper_terms"):
+            tables["paper_terms"] = keep("paper_terms", paper_terms(staged))
+        check("paper_terms")
     with timed("publish"):
         problems = integrity.cross_table_problems(tables)
         if problems:
@@ -121,7 +139,7 @@ def main(argv=None) -> None:
     parser.add_argument("landing", type=Path)
     parser.add_argument("warehouse", type=Path)
     parser.add_argument("--exact-only", action="store_true", help="no near-duplicate matching")
-    parser.add_argument("--no-enrich", action="store_true", help="no links, names, topics or search index")
+    parser.add_argument("--no-enrich", action="store_true", help="no links, names, topics or search terms")
     parser.add_argument("--no-validate", action="store_true", help="skip the Great Expectations suites")
     args = parser.parse_args(argv)
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")

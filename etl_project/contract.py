@@ -174,6 +174,18 @@ TABLES: dict[str, Table] = {t.name: t for t in (
             "evidence": "The distinct matched phrases, lower-cased, in order of first appearance.",
         },
     ),
+    Table(
+        "paper_terms", "one row per (paper, search term)",
+        "What search_papers scores: the terms of each paper's names and plain text, as DuckDB's fts extension "
+        "makes them (its tokenizer, English stopwords out, Porter stems), with their counts. BM25's corpus "
+        "statistics are computed from it at query time.",
+        {
+            "paper_id": "The paper (papers.paper_id).",
+            "term": "A stemmed term of the paper's names or plain text.",
+            "tf": "How often the paper's names and plain text hold the term.",
+            "doc_terms": "Terms in the paper's names and plain text in all (BM25's document length).",
+        },
+    ),
 )}
 
 

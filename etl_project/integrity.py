@@ -32,6 +32,13 @@ def cross_table_problems(tables: Mapping[str, pl.DataFrame | pl.LazyFrame]) -> l
             problems.append(f"{name} does not hold exactly the raw records' record_ids")
     if _differ(column("papers", "paper_id"), column("paper_occurrences", "paper_id")):
         problems.append("paper_occurrences and papers disagree on the set of paper_ids")
+    if "paper_terms" in tables:
+        stray = (
+            tables["paper_terms"].lazy().select("paper_id").unique()
+            .join(tables["papers"].lazy().select("paper_id"), on="paper_id", how="anti").head(4).collect()
+        )
+        if stray.height:
+            problems.append(f"paper_terms holds papers that papers does not: {_sample(stray['paper_id'])}")
     return problems
 
 

@@ -5,7 +5,7 @@ Each table's rows are written once, by Polars, as a zstd Parquet file under the 
 ``ducklake_add_data_files``. A table handed over as a file (the run's stage writes zstd) is
 hard-linked there, not rewritten; only a file in another codec, or a data path on another device
 or in object storage, costs a copy. One DuckLake transaction then replaces every
-table's rows, rebuilds the search index and the views, and commits with a message naming the
+table's rows, creates search_papers and the views, and commits with a message naming the
 Dagster run: a reader sees the previous snapshot or this one, never half of each, and a run that
 fails or is killed before the commit leaves the previous snapshot current. Data files that no
 snapshot lists (a killed run's) are deleted by the next publish, which holds the run lock; files
@@ -108,8 +108,6 @@ def publish(tables: Mapping[str, pl.DataFrame | pl.LazyFrame | Path], target: La
             files[name] = _write_data_file(frame, target.data_path, name, run_id)
             written.append(files[name][0])
         row_counts = {name: rows for name, (_, rows) in files.items()}
-        sources = {name: files[name][0] for name in warehouse_sql.SEARCH.requires if name in files}
-        index_built = warehouse_sql.build_search_index(con, sources, target.warehouse / ".stage" / "duckdb_tmp")
 
         def snapshot() -> None:
             existing = _all_columns(con)
@@ -117,7 +115,7 @@ def publish(tables: Mapping[str, pl.DataFrame | pl.LazyFrame | Path], target: La
                 columns = _replace_rows(con, name, path, rows, existing.get(name, []))
                 for statement in contract.comment_statements(name, columns):
                     con.execute(statement)
-            warehouse_sql.publish_analysis_layer(con, index_built)
+            warehouse_sql.publish_analysis_layer(con)
             _commit_message(con, f"run {run_id}", {"run_id": run_id, "tables": row_counts, **(built_from or {})})
 
         notes += _in_transaction(con, snapshot)

@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 
 import etl_project
-from etl_project import lake, publish
+from etl_project import lake, publish, search_terms
 from etl_project_tests.conftest import SEEDS, materialize_all
 from etl_project_tests.enrich_seeds import paper_starting
 from etl_project_tests.warehouse_helpers import DUCKDB_CLI, current_snapshot
@@ -258,9 +258,13 @@ def test_the_layer_skips_objects_whose_tables_are_missing(tmp_path: Path, monkey
     publish.publish({"papers": papers}, target, "no-plain-text")
     assert _lake_objects(target.warehouse) == (set(), set(), [])
 
-    publish.publish({"papers": papers.with_columns(abstract_plain=pl.col("abstract")), "paper_names": names}, target, "searchable")
+    plain = papers.with_columns(abstract_plain=pl.col("abstract"))
+    publish.publish({"papers": plain, "paper_names": names}, target, "no-terms")
+    assert _lake_objects(target.warehouse)[:2] == (set(), set())
+    terms = search_terms.paper_terms(plain, names)
+    publish.publish({"papers": plain, "paper_names": names, "paper_terms": terms}, target, "searchable")
     objects, index, found = _lake_objects(target.warehouse, "graphs")
-    assert objects == {"search_papers"} and index == {"docs", "terms", "dict", "stats", "stopwords"}
+    assert objects == {"search_papers"} and index == {"stopwords"}
     assert found == [("a", "GL")]
 
     publish.publish({"papers": papers}, target, "plain-text-gone")  # no stale index over other papers

@@ -14,11 +14,13 @@ def consistent() -> dict[str, pl.DataFrame]:
         "records": pl.DataFrame({"record_id": record_ids}),
         "paper_occurrences": pl.DataFrame({"record_id": record_ids, "paper_id": ["p1", "p1", "p2"]}),
         "papers": pl.DataFrame({"paper_id": ["p1", "p2"]}),
+        "paper_terms": pl.DataFrame({"paper_id": ["p1", "p1"], "term": ["graph", "learn"]}),  # p2: no terms
     }
 
 
 def test_tables_that_agree_have_no_problems():
     assert cross_table_problems(consistent()) == []
+    assert cross_table_problems(consistent() | {"paper_terms": pl.DataFrame({"paper_id": ["p2"], "term": ["x"]})}) == []
     assert cross_table_problems({name: frame.lazy() for name, frame in consistent().items()}) == []
 
 
@@ -35,6 +37,8 @@ def test_tables_that_agree_have_no_problems():
         ),
         ("papers", {"paper_id": ["p1", "p3"]}, "paper_occurrences and papers disagree"),
         ("papers", {"paper_id": ["p1", "p2", "p3"]}, "paper_occurrences and papers disagree"),
+        # a paper without terms is fine (no text but stopwords), a term of no paper is not
+        ("paper_terms", {"paper_id": ["p1", "p9"], "term": ["graph", "graph"]}, "paper_terms holds papers that papers does not: 'p9'"),
     ],
 )
 def test_each_id_mismatch_is_found(table, frame, expected):

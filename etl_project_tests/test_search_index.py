@@ -1,11 +1,10 @@
-"""The set-based BM25 index (warehouse_sql.fts_index_statements) against the fts extension's own
-``PRAGMA create_fts_index``: the same index tables, the same match_bm25 answers, and the lake's
-``search_papers`` (its index copied into the lake's ``search`` schema by a publish) scoring and
-ranking as the extension's match_bm25, on generated abstracts plus awkward texts."""
+"""Search against the fts extension's own ``PRAGMA create_fts_index`` and ``match_bm25``, on
+generated abstracts plus awkward texts: ``paper_terms`` (etl_project/search_terms.py) holds the
+index's terms counted per paper, and the lake's ``search_papers``, which computes BM25's statistics
+from it at query time, scores and ranks as match_bm25 does."""
 
 import functools
 import importlib.util
-import math
 from pathlib import Path
 
 import duckdb
@@ -15,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import etl_project
-from etl_project import lake, publish, warehouse_sql
+from etl_project import lake, publish, search_terms, warehouse_sql
 
-FTS = warehouse_sql.FTS_SCHEMA
+FTS = "fts_search_papers"  # the extension's index of search.papers
 CORPUS_PY = Path(__file__).resolve().parents[1] / "benchmarks" / "corpus.py"
 
 AWKWARD = {  # abstract_plain -> names (None: a paper without names)
@@ -67,47 +66,26 @@ def papers(tmp_path_factory) -> list[tuple[str, str | None, str | None]]:
 
 
 def _frames(rows) -> dict[str, pl.DataFrame]:
-    """The papers and paper_names tables of ``rows``, as the pipeline publishes them."""
+    """The papers, paper_names and paper_terms tables of ``rows``, as the pipeline publishes them."""
     papers = pl.DataFrame([(i, text) for i, text, _ in rows], schema={"paper_id": pl.String, "abstract_plain": pl.String}, orient="row")
     names = pl.DataFrame(
         [(i, n, "Long Form" if k == 0 else None, k + 1) for i, _, names in rows if names for k, n in enumerate(names.split(" ", 1))],
         schema={"paper_id": pl.String, "name": pl.String, "long_name": pl.String, "name_rank": pl.UInt32}, orient="row",
     )
-    return {"papers": papers, "paper_names": names}
-
-
-def _database(rows, path: Path | None = None) -> duckdb.DuckDBPyConnection:
-    con = duckdb.connect(str(path) if path else ":memory:")
-    lake.load_extension(con, "fts")
-    for name, frame in _frames(rows).items():
-        con.register(f"{name}_frame", frame)
-        con.execute(f"CREATE TABLE {name} AS FROM {name}_frame")
-        con.unregister(f"{name}_frame")
-    return con
+    return {"papers": papers, "paper_names": names, "paper_terms": search_terms.paper_terms(papers, names)}
 
 
 def _with_pragma(rows) -> duckdb.DuckDBPyConnection:
-    """The index as the fts extension builds it: the table, then its PRAGMA over it."""
-    con = _database(rows)
-    con.execute(f"CREATE SCHEMA {warehouse_sql.SEARCH_SCHEMA}")
-    con.execute(f"CREATE TABLE {warehouse_sql.SEARCH_TABLE} AS {warehouse_sql.SEARCH_ROWS}")
-    fields = ", ".join(f"'{f}'" for f in warehouse_sql.SEARCH_FIELDS)
-    con.execute(f"PRAGMA create_fts_index('{warehouse_sql.SEARCH_TABLE}', 'paper_id', {fields}, "
-                "stemmer = 'porter', stopwords = 'english', overwrite = 1)")
-    return con
-
-
-def _build(con) -> None:
-    con.execute(f"CREATE SCHEMA IF NOT EXISTS {warehouse_sql.SEARCH_SCHEMA}")
-    for statement in warehouse_sql.fts_index_statements(warehouse_sql.SEARCH_TABLE, "paper_id", warehouse_sql.SEARCH_FIELDS,
-                                                         warehouse_sql.SEARCH_ROWS):
-        con.execute(statement)
-
-
-def _with_statements(rows) -> duckdb.DuckDBPyConnection:
-    """The set-based build (what build_search_index runs in the publishing session)."""
-    con = _database(rows)
-    _build(con)
+    """The index as the fts extension builds it: each paper's search document, then its PRAGMA."""
+    con = duckdb.connect()
+    lake.load_extension(con, "fts")
+    frames = _frames(rows)
+    for name in ("papers", "paper_names"):
+        con.register(name, frames[name])
+    con.execute("CREATE SCHEMA search")
+    con.execute(f"CREATE TABLE search.papers AS {search_terms.DOCUMENTS} ORDER BY p.paper_id")
+    fields = ", ".join(f"'{f}'" for f in search_terms.FIELDS)
+    con.execute(f"PRAGMA create_fts_index('search.papers', 'paper_id', {fields}, stemmer = 'porter', stopwords = 'english', overwrite = 1)")
     return con
 
 
@@ -117,32 +95,24 @@ def _published(rows, warehouse: Path) -> duckdb.DuckDBPyConnection:
     return etl_project.connect(warehouse)
 
 
-def _index(con) -> dict[str, list[tuple]]:
-    tables = {t: con.sql(f"SELECT * FROM {FTS}.{t} ORDER BY rowid").fetchall()
-              for t in ("docs", "dict", "stats", "fields", "stopwords")}
-    tables["terms"] = sorted(con.sql(f"SELECT * FROM {FTS}.terms").fetchall())  # same rows, in any order
-    tables["schema"] = con.sql(f"SELECT table_name, sql FROM duckdb_tables() WHERE schema_name = '{FTS}' ORDER BY 1").fetchall()
-    tables["macros"] = con.sql(f"SELECT function_name, macro_definition FROM duckdb_functions() "
-                               f"WHERE schema_name = '{FTS}' ORDER BY 1").fetchall()
-    tables["search"] = con.sql(f"SELECT * FROM {warehouse_sql.SEARCH_TABLE} ORDER BY rowid").fetchall()
-    return tables
-
-
-def _index_rows(con, schema: str) -> dict[str, list[tuple]]:
-    """The tables search_papers reads, each sorted (a lake table has no rowid order)."""
-    return {t: sorted(con.sql(f"SELECT * FROM {schema}.{t}").fetchall(), key=repr) for t in warehouse_sql.INDEX_TABLES}
+def _terms_of_index(con) -> list[tuple]:
+    """The PRAGMA's index as paper_terms rows: its term occurrences counted per paper and term."""
+    return con.sql(f"""
+        SELECT docs.name AS paper_id, dict.term, count(*)::INTEGER AS tf, any_value(docs.len)::INTEGER AS doc_terms
+        FROM {FTS}.terms AS terms JOIN {FTS}.docs AS docs USING (docid) JOIN {FTS}.dict AS dict USING (termid)
+        GROUP BY ALL ORDER BY paper_id, term""").fetchall()
 
 
 def _bm25(con, query: str, options: str) -> dict[str, float]:
     return dict(con.execute(
         f"SELECT paper_id, score FROM (SELECT paper_id, {FTS}.match_bm25(paper_id, ?{options}) AS score "
-        f"FROM {warehouse_sql.SEARCH_TABLE}) WHERE score IS NOT NULL", [query]).fetchall())
+        f"FROM search.papers) WHERE score IS NOT NULL", [query]).fetchall())
 
 
 @pytest.fixture(scope="module")
-def both(papers):
-    with _with_pragma(papers) as old, _with_statements(papers) as new:
-        yield old, new
+def pragma(papers):
+    with _with_pragma(papers) as con:
+        yield con
 
 
 @pytest.fixture(scope="module")
@@ -153,44 +123,33 @@ def published(papers, tmp_path_factory):
         yield warehouse, con
 
 
-def test_the_index_tables_are_the_extensions(both):
-    old, new = both
-    expected, built = _index(old), _index(new)
-    assert len(expected["docs"]) == 300 + len(AWKWARD) + 2 and len(expected["terms"]) > 20_000
-    assert {name for name, _ in expected["macros"]} == {"match_bm25", "tokenize"}
-    for table in expected:
-        assert built[table] == expected[table], table
-    docs = dict((name, length) for _, name, length in built["docs"])
-    assert docs["a07"] == 0  # stopwords only: a document without terms
-    assert docs["null"] == 3  # no text: only its names, "NullText Long Form"
-
-
-def test_the_lakes_index_is_the_extensions(both, published):
-    old, _ = both
+def test_paper_terms_are_the_extensions_index_counted_per_paper(papers, pragma, published):
     _, con = published
-    assert _index_rows(con, f"lake.{warehouse_sql.SEARCH_SCHEMA}") == _index_rows(old, FTS)
+    expected = _terms_of_index(pragma)
+    assert len(expected) > 10_000
+    built = _frames(papers)["paper_terms"]
+    assert built.rows() == expected  # sorted by paper_id and term, as the asset stages it
+    assert con.sql("SELECT * FROM paper_terms ORDER BY paper_id, term").fetchall() == expected
+    lengths = dict(pragma.sql(f"SELECT name, len FROM {FTS}.docs").fetchall())
+    assert lengths["a07"] == 0 and "a07" not in set(built["paper_id"])  # stopwords only: no terms
+    assert lengths["null"] == 3  # no text: only its names, "NullText Long Form"
+    assert dict(built.select("paper_id", "doc_terms").unique().rows()) == {p: n for p, n in lengths.items() if n}
 
 
-@pytest.mark.parametrize("options", ["", ", conjunctive := true", ", fields := 'names'", ", fields := 'abstract_plain', k := 2, b := 0.5"])
-def test_match_bm25_scores_are_the_same(both, options):
-    old, new = both
-    matched = 0
-    for query in QUERIES:
-        expected, got = _bm25(old, query, options), _bm25(new, query, options)
-        assert got.keys() == expected.keys(), query
-        # Equal but for the last bits: match_bm25 adds a paper's term scores in no fixed order,
-        # which makes the extension differ from itself between runs too.
-        assert all(math.isclose(got[p], expected[p], rel_tol=1e-12) for p in got), query
-        matched += len(got)
-    assert matched > 100
+def test_the_terms_of_some_papers_are_the_rows_of_all(papers):
+    """What lets a run work out only the changed papers' rows: a paper's rows do not depend on
+    the other papers."""
+    whole = _frames(papers)["paper_terms"]
+    some = [row for i, row in enumerate(papers) if i % 3 == 0]
+    assert _frames(some)["paper_terms"].equals(whole.filter(pl.col("paper_id").is_in([p for p, _, _ in some])))
 
 
 # search_papers with its score left unrounded, as a temporary macro over the same lake tables.
 _UNROUNDED = "round(r.score, 4) AS score"
 
 
-def test_search_papers_scores_and_ranks_as_the_extensions_match_bm25(both, published):
-    old, _ = both
+def test_search_papers_scores_and_ranks_as_the_extensions_match_bm25(pragma, published):
+    old = pragma
     _, con = published
     assert warehouse_sql.SEARCH_MACRO.count(_UNROUNDED) == 1
     con.execute(warehouse_sql.SEARCH_MACRO.replace("MACRO search_papers(", "TEMP MACRO search_papers_unrounded(")
@@ -215,48 +174,21 @@ def test_search_papers_scores_and_ranks_as_the_extensions_match_bm25(both, publi
 
 @pytest.mark.parametrize("rows", [[], [("only", None, None)], [("x", "the and of", "")]], ids=["empty", "null", "stopwords"])
 def test_degenerate_tables_index_as_the_extension_does(rows, tmp_path):
-    with _with_pragma(rows) as old, _with_statements(rows) as new:
-        assert _index(new) == _index(old)
+    with _with_pragma(rows) as old:
+        assert _frames(rows)["paper_terms"].rows() == _terms_of_index(old) == []
         with _published(rows, tmp_path / "warehouse") as con:
-            assert _index_rows(con, f"lake.{warehouse_sql.SEARCH_SCHEMA}") == _index_rows(old, FTS)
             assert con.sql("SELECT * FROM search_papers('anything')").fetchall() == []
 
 
-def test_the_index_is_rebuilt_in_place_and_dropped_by_the_extension(papers, tmp_path):
-    rows = papers[:40]
-    with _database(rows, tmp_path / "w.duckdb") as con:
-        _build(con)
-        first = _index(con)
-        _build(con)  # again, over the first
-        assert _index(con) == first
-        assert not con.sql("SELECT * FROM duckdb_tables() WHERE temporary").fetchall()  # its work tables are gone
-        con.execute(f"PRAGMA drop_fts_index('{warehouse_sql.SEARCH_TABLE}')")
-        assert con.sql(f"SELECT * FROM duckdb_schemas() WHERE schema_name = '{FTS}'").fetchall() == []
-
-
-def test_the_build_runs_under_a_lower_memory_limit_and_gives_the_connection_its_own_back(published):
-    """build_search_index from the lake's own data files, in a reader's session: the same index
-    as the lake's, and the session's memory limit as it was."""
-    warehouse, _ = published
-
-    def limit(con) -> str:
-        return con.sql("SELECT current_setting('memory_limit')").fetchone()[0]
-
-    with etl_project.connect(warehouse) as con:
-        con.execute("SET memory_limit = '4GiB'")
-        with warehouse_sql.build_memory_limit(con):
-            assert limit(con) == f"{warehouse_sql.BUILD_MEMORY_GIB:.1f} GiB"
-        assert limit(con) == "4.0 GiB"
-        sources = {table: con.execute("SELECT data_file FROM ducklake_list_files('lake', ?)", [table]).fetchone()[0]
-                   for table in warehouse_sql.SEARCH.requires}
-        assert warehouse_sql.build_search_index(con, sources) is True
-        assert limit(con) == "4.0 GiB"
-        assert con.sql("SELECT current_database()").fetchone() == ("lake",)  # the lake in use again
-        assert _index_rows(con, f"memory.{FTS}") == _index_rows(con, f"lake.{warehouse_sql.SEARCH_SCHEMA}")
-        con.execute("SET memory_limit = '300MiB'")  # already lower: left alone
-        with warehouse_sql.build_memory_limit(con):
-            assert limit(con) == "300.0 MiB"
-        assert limit(con) == "300.0 MiB"
+def test_a_publish_drops_an_earlier_releases_index_tables(papers, tmp_path):
+    target = lake.Lake.of(tmp_path / "warehouse")
+    publish.publish(_frames(papers[:5]), target, "first")
+    with etl_project.connect(tmp_path / "warehouse", read_only=False) as con:
+        con.execute("CREATE TABLE search.docs (docid BIGINT, name VARCHAR, len BIGINT)")
+    publish.publish(_frames(papers[:5]), target, "second")
+    with etl_project.connect(tmp_path / "warehouse") as con:
+        tables = con.sql("SELECT table_name FROM duckdb_tables() WHERE database_name = 'lake' AND schema_name = 'search'").fetchall()
+        assert tables == [("stopwords",)]
 
 
 # Text made of what tokenizers trip on: spaces and other whitespace, the ignored punctuation and

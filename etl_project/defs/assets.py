@@ -21,7 +21,7 @@ from etl_project.enrich.markup import with_plain_text
 PUBLISHED_TABLES = (
     "source_files", "raw_records", "rejected_records", "records",
     "papers", "paper_occurrences", "source_overlap",
-    "paper_links", "paper_names", "paper_topics",
+    "paper_links", "paper_names", "paper_topics", "paper_terms",
 )
 LISTED_FILES = 100  # files listed by name in a run's metadata; the counts cover every file
 

@@ -4,11 +4,12 @@ Each is computed only for the papers whose texts changed since the previous run'
 gives the rest (etl_project/enrich/reuse.py); a full refresh computes every paper again."""
 
 from collections.abc import Callable
+from pathlib import Path
 
 import dagster as dg
 import polars as pl
 
-from etl_project import dedup, stage
+from etl_project import dedup, search_terms, stage
 from etl_project.defs import launch
 from etl_project.defs.metadata import (
     OWNERS,
@@ -19,6 +20,7 @@ from etl_project.defs.metadata import (
 )
 from etl_project.defs.resources import EtlSettings, staged_file
 from etl_project.enrich import links, names, reuse, topics
+from etl_project.lake import literal
 
 FINGERPRINTS = "{asset}.fingerprints"  # beside an enrichment table in the stage: what it was computed from
 
@@ -37,6 +39,15 @@ def computed_for_changes(context: dg.AssetExecutionContext, etl: EtlSettings, bu
 
 
 def _previous(context: dg.AssetExecutionContext, etl: EtlSettings, asset: str, build: str) -> tuple[pl.DataFrame, pl.DataFrame] | None:
+    found = _previous_files(context, etl, asset, build)
+    if found is None:
+        return None
+    rows, sidecar = found
+    return pl.read_parquet(sidecar).drop("build"), pl.read_parquet(rows)
+
+
+def _previous_files(context: dg.AssetExecutionContext, etl: EtlSettings, asset: str, build: str) -> tuple[Path, Path] | None:
+    """The asset's latest staged table and its fingerprints, when the same build computed them."""
     try:
         rows = staged_file(context.instance, etl.warehouse, context.asset_key, None)
     except FileNotFoundError:
@@ -44,10 +55,8 @@ def _previous(context: dg.AssetExecutionContext, etl: EtlSettings, asset: str, b
     sidecar = rows.with_name(f"{FINGERPRINTS.format(asset=asset)}.parquet")
     if not sidecar.exists():
         return None
-    earlier = pl.read_parquet(sidecar)
-    if earlier.is_empty() or earlier["build"][0] != build:
-        return None
-    return earlier.drop("build"), pl.read_parquet(rows)
+    built_by = pl.scan_parquet(sidecar).select("build").head(1).collect()["build"]
+    return (rows, sidecar) if built_by.len() and built_by[0] == build else None
 
 
 def _reuse_metadata(computed: reuse.Computed) -> dict:
@@ -131,4 +140,46 @@ def paper_topics(context: dg.AssetExecutionContext, etl: EtlSettings, papers: pl
     )
 
 
-ENRICH_ASSETS = [paper_links, paper_names, paper_topics]
+@dg.asset(group_name="enrich", kinds={"duckdb"}, owners=OWNERS,
+          ins={"papers": dg.AssetIn(dagster_type=Path), "paper_names": dg.AssetIn(dagster_type=Path)})
+def paper_terms(context: dg.AssetExecutionContext, etl: EtlSettings, papers: Path, paper_names: Path) -> dg.Output:
+    """Each paper's search terms and how often it holds each (its names and plain text through
+    DuckDB's fts tokenizer, stopwords and Porter stemmer): what search_papers scores with BM25,
+    whose corpus statistics it computes at query time. Worked out only for the papers whose
+    search text changed since the previous run's table; a full refresh works out every paper.
+    Rules: etl_project/search_terms.py."""
+    asset = context.asset_key.to_user_string()
+    build = etl.build_fingerprint()
+    out = stage.run_path(etl.warehouse, context.run_id, asset)
+    fresh, fingerprints = out.with_name(f"{asset}.fresh.parquet"), out.with_name(f"{FINGERPRINTS.format(asset=asset)}.parquet")
+    previous = None if launch.full_refresh(context) else _previous_files(context, etl, asset, build)
+    with search_terms.connection(etl.warehouse / stage.STAGE / "duckdb_tmp") as con:
+        con.execute(f"CREATE TEMP TABLE documents AS {search_terms.documents_sql(_parquet(papers), _parquet(paper_names))}")
+        same = (
+            con.execute(f"SELECT paper_id FROM documents SEMI JOIN {_parquet(previous[1])} USING (paper_id, fp_a, fp_b) "
+                        "ORDER BY paper_id").pl()
+            if previous else pl.DataFrame(schema={"paper_id": pl.String})
+        )
+        con.register("same_papers", same)
+        search_terms.write_terms(con, "(FROM documents ANTI JOIN same_papers USING (paper_id))", fresh)
+        con.execute(f"COPY (SELECT paper_id, fp_a, fp_b, {literal(build)} AS build FROM documents ORDER BY paper_id) "
+                    f"TO {literal(str(fingerprints))} (FORMAT parquet, COMPRESSION zstd)")
+        papers_count = con.execute("SELECT count(*) FROM documents").fetchone()[0]
+    frame = pl.scan_parquet(fresh)
+    if same.height:  # both sorted by paper_id, and no paper in both
+        frame = pl.scan_parquet(previous[0]).join(same.lazy(), on="paper_id", how="semi", maintain_order="left").merge_sorted(frame, "paper_id")
+    return dg.Output(
+        frame if same.height else fresh,  # the terms of every paper: the file is the table
+        metadata=non_empty({
+            **table_metadata(frame, "paper_terms"),
+            "papers_computed": papers_count - same.height,
+            "papers_reused": same.height,
+        }),
+    )
+
+
+def _parquet(path: Path) -> str:
+    return f"read_parquet({literal(str(path))})"
+
+
+ENRICH_ASSETS = [paper_links, paper_names, paper_topics, paper_terms]

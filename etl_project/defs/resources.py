@@ -133,7 +133,8 @@ class GxValidation(dg.ConfigurableResource):
 class StageIOManager(dg.ConfigurableIOManager):
     """Keeps each asset's value in the stage (see etl_project.stage). An input annotated ``pl.LazyFrame`` is scanned rather than
     read, and a LazyFrame output is streamed to disk: the big tables never sit whole in memory
-    in a step that only passes them on or reads a few columns."""
+    in a step that only passes them on or reads a few columns. An output that is a path (a
+    Parquet file the asset wrote in the stage itself) is moved into place."""
 
     etl: EtlSettings
     # Not used here: it makes every step of every run (any asset selection) require the lock.
@@ -141,7 +142,11 @@ class StageIOManager(dg.ConfigurableIOManager):
 
     def handle_output(self, context: dg.OutputContext, obj) -> None:
         asset = context.asset_key.to_user_string()
-        stage.write(obj, stage.run_path(self.etl.warehouse, context.run_id, asset))
+        path = stage.run_path(self.etl.warehouse, context.run_id, asset)
+        if isinstance(obj, Path):  # a Parquet file the asset wrote in the stage: moved, not copied
+            obj.replace(path)
+        else:
+            stage.write(obj, path)
         background.start_ready(context.run_id, self.etl.warehouse, asset)
 
     def load_input(self, context: dg.InputContext):
