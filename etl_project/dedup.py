@@ -73,10 +73,13 @@ def deduplicate(records: pl.DataFrame | pl.LazyFrame, near: NearConfig | None = 
 
 
 def deduplicate_with_memo(records: pl.DataFrame | pl.LazyFrame, near: NearConfig | None = DEFAULT_NEAR,
-                          files: pl.DataFrame | None = None, memo: Memo | None = None) -> Deduplicated:
+                          files: pl.DataFrame | None = None, memo: Memo | None = None, carry: tuple[str, ...] = ()) -> Deduplicated:
     """:func:`deduplicate`, looking up in ``memo`` (an earlier run's, of the same build) what it
     holds for the records of the files it was written from (``files``: source_file and sha256 of
     every landing file now) instead of computing it again; the result is the same either way.
+    ``carry``: more columns of the memo's papers, functions of the canonical record's text (its
+    plain text, say), given to the papers whose canonical record is unchanged; null for the others,
+    and absent when the memo's papers lack them.
 
     Memory: the keys are grouped by a 128-bit hash, never held for every record; the long
     columns are read back only for the rows that need them (one key per exact group for near
@@ -133,10 +136,11 @@ def deduplicate_with_memo(records: pl.DataFrame | pl.LazyFrame, near: NearConfig
         .sort("cluster")
         .collect()
     )
-    canonical, reused = _canonical_columns(records, per_paper, same, memo)
+    canonical, reused = _canonical_columns(records, per_paper, same, memo, carry)
     papers = pl.concat([per_paper, canonical], how="horizontal").select(
         "paper_id", "abstract", "dedup_key", "word_count", "char_count", "occurrence_count", "source_count",
         "variant_count", "first_source_file", "first_ordinal", "canonical_record_id", "sources",
+        *(c for c in carry if c in canonical.columns),
     )
     occurrences = (
         linked.lazy()
@@ -174,11 +178,14 @@ def _near_clusters(records: pl.LazyFrame, representatives: pl.DataFrame, memo: M
     return merged, band_table, similarity.table()
 
 
-def _canonical_columns(records: pl.LazyFrame, per_paper: pl.DataFrame, same: pl.Series, memo: Memo) -> tuple[pl.DataFrame, int]:
-    """paper_id, abstract, dedup_key, word_count and char_count of each paper's canonical record
-    (``per_paper``'s order), from the memo's papers when that record's file is unchanged, read
-    from ``records`` otherwise; and how many came from the memo."""
-    columns = ["paper_id", "abstract", "dedup_key", "word_count", "char_count"]
+def _canonical_columns(records: pl.LazyFrame, per_paper: pl.DataFrame, same: pl.Series, memo: Memo,
+                       carry: tuple[str, ...]) -> tuple[pl.DataFrame, int]:
+    """paper_id, abstract, dedup_key, word_count and char_count (and the ``carry`` columns the
+    memo's papers have) of each paper's canonical record, in ``per_paper``'s order: from the
+    memo's papers when that record's file is unchanged, read from ``records`` otherwise; and how
+    many came from the memo."""
+    carried = [c for c in carry if c in memo.papers.collect_schema().names()]
+    columns = ["paper_id", "abstract", "dedup_key", "word_count", "char_count", *carried]
     wanted = per_paper.select("canonical_record_id", "first_source_file").with_row_index("_row")
     known = (
         memo.papers.join(wanted.lazy().filter(pl.col("first_source_file").is_in(same.implode())),
@@ -193,7 +200,7 @@ def _canonical_columns(records: pl.LazyFrame, per_paper: pl.DataFrame, same: pl.
                     ["text", "dedup_key", "word_count", "char_count"])
     read = read.select(_row=missing, paper_id=_paper_ids(read["dedup_key"]), abstract="text", dedup_key="dedup_key",
                        word_count="word_count", char_count="char_count")
-    return pl.concat([known, read]).sort("_row").select(columns), known.height
+    return pl.concat([known, read], how="diagonal_relaxed").sort("_row").select(columns), known.height
 
 
 def source_overlap(occurrences: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:

@@ -10,6 +10,7 @@ from polars.testing import assert_frame_equal
 
 from etl_project import dedup, dedup_memo
 from etl_project.dedup_memo import Memo
+from etl_project.enrich.markup import with_plain_text
 from etl_project.near_dedup import NearConfig
 from etl_project_tests.conftest import normalized_records
 
@@ -116,3 +117,22 @@ def test_a_memo_of_another_build_or_near_setting_is_not_used(tmp_path):
     assert Memo.read(tmp_path / "papers.parquet", "build two", NearConfig()) is None
     assert Memo.read(tmp_path / "papers.parquet", "build one", NearConfig(bands=10, rows=10)) is None
     assert Memo.read(tmp_path / "nowhere" / "papers.parquet", "build one", NearConfig()) is None
+
+
+def test_columns_of_unchanged_canonical_records_are_carried_and_the_rest_worked_out(tmp_path):
+    folder = {"a.txt": [CHAIN[0], "*Bold* claim about compilers and $\\alpha$ values in sparse tensor kernels today"], "b.txt": [OTHER]}
+    records, files = tables(folder)
+    first = dedup.deduplicate_with_memo(records, NearConfig(), files)
+    (tmp_path / "one").mkdir()
+    with_plain_text(first.papers, "abstract", "abstract_plain").write_parquet(tmp_path / "one" / "papers.parquet")
+    first.memo.write(tmp_path / "one", "build")
+    memo = Memo.read(tmp_path / "one" / "papers.parquet", "build", NearConfig())
+
+    folder["b.txt"] = [OTHER.replace("compiler", "Compiler*")]  # b.txt's paper changes
+    records, files = tables(folder)
+    second = dedup.deduplicate_with_memo(records, NearConfig(), files, memo, carry=("abstract_plain",))
+    carried = second.papers.filter(pl.col("abstract_plain").is_not_null())
+    assert carried["first_source_file"].to_list() == ["a.txt", "a.txt"] and second.papers.height == 3
+    expected = with_plain_text(dedup.deduplicate(records)[0], "abstract", "abstract_plain")
+    assert with_plain_text(second.papers, "abstract", "abstract_plain").equals(expected)
+    assert dedup.deduplicate_with_memo(records, NearConfig(), files, None, carry=("abstract_plain",)).papers.columns == expected.columns[:-1]

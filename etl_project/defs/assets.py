@@ -146,11 +146,12 @@ def deduplicated(context: dg.AssetExecutionContext, etl: EtlSettings, records: p
     build = etl.build_fingerprint()
     previous = None if launch.full_refresh(context) else _staged_papers(context, etl)
     memo = dedup_memo.Memo.read(previous, build, etl.near_config()) if previous else None
-    done = dedup.deduplicate_with_memo(records, etl.near_config(), source_files.select("source_file", "sha256"), memo)
+    # The plain text (for display and search) of an unchanged canonical record is carried over.
+    done = dedup.deduplicate_with_memo(records, etl.near_config(), source_files.select("source_file", "sha256"), memo,
+                                       carry=("abstract_plain",))
     done.memo.write(stage.run_path(etl.warehouse, context.run_id, "papers").parent, build)
     occurrences = done.occurrences
-    # For display and search; a text's plain text is looked up when the memo's papers had it.
-    papers = with_plain_text(done.papers, "abstract", "abstract_plain", memo.papers if memo else None)
+    papers = with_plain_text(done.papers, "abstract", "abstract_plain")
     duplicates = occurrences.height - papers.height
     summary = {
         "records": occurrences.height,

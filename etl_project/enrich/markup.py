@@ -100,24 +100,22 @@ def plain_text(text: pl.Expr) -> pl.Expr:
     return _tidy(out)
 
 
-def with_plain_text(frame: pl.DataFrame | pl.LazyFrame, source: str, target: str, known: pl.LazyFrame | None = None) -> pl.DataFrame:
+def with_plain_text(frame: pl.DataFrame | pl.LazyFrame, source: str, target: str) -> pl.DataFrame:
     """``frame`` with ``target`` = ``plain_text(source)``. Only rows holding a character some
     rule needs (``_MARKUP``) go through the forty-odd markup passes; the others get only the final
     tidying, which is all ``plain_text`` does to them. Same result, several times cheaper on
     mostly plain abstracts. Only ``source`` is split and put back in order: the frame's other
-    (long) columns are never copied. ``known``: (source, target) rows an earlier call gave, looked
-    up instead of computed again."""
+    (long) columns are never copied. When ``frame`` has a ``target`` column already (carried from
+    an earlier run), only its null rows are worked out."""
     frame = frame.collect() if isinstance(frame, pl.LazyFrame) else frame
-    texts = frame.lazy().select(source).with_row_index("_row")
+    texts = frame.lazy().select(source, *([target] if target in frame.columns else [])).with_row_index("_row")
+    known = texts.filter(pl.col(target).is_not_null()).select("_row", target) if target in frame.columns else None
     if known is not None:
-        found = texts.join(known.select(source, target).unique(source), on=source, maintain_order="left").select("_row", target).collect()
-        texts = texts.join(found.lazy(), on="_row", how="anti")
-    else:
-        found = pl.DataFrame(schema={"_row": pl.UInt32, target: pl.String})
+        texts = texts.filter(pl.col(target).is_null())
     marked = pl.col(source).str.contains(_MARKUP).fill_null(False)
     plain = (
         pl.concat([
-            found.lazy(),
+            *([known] if known is not None else []),
             texts.filter(marked).select("_row", plain_text(pl.col(source)).alias(target)),
             texts.filter(~marked).select("_row", _tidy(pl.col(source)).alias(target)),
         ])
