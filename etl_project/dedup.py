@@ -79,7 +79,7 @@ def deduplicate_with_memo(records: pl.DataFrame | pl.LazyFrame, near: NearConfig
     every landing file now) instead of computing it again; the result is the same either way.
     ``carry``: more columns of the memo's papers, functions of the canonical record's text (its
     plain text, say), given to the papers whose canonical record is unchanged; null for the others,
-    and absent when the memo's papers lack them.
+    and absent when no paper's came from the memo.
 
     Memory: the keys are grouped by a 128-bit hash, never held for every record; the long
     columns are read back only for the rows that need them (one key per exact group for near
@@ -200,6 +200,8 @@ def _canonical_columns(records: pl.LazyFrame, per_paper: pl.DataFrame, same: pl.
                     ["text", "dedup_key", "word_count", "char_count"])
     read = read.select(_row=missing, paper_id=_paper_ids(read["dedup_key"]), abstract="text", dedup_key="dedup_key",
                        word_count="word_count", char_count="char_count")
+    if known.is_empty():  # every canonical read, in order (a first run, a full refresh)
+        return read.select(columns[:5]), 0
     return pl.concat([known, read], how="diagonal_relaxed").sort("_row").select(columns), known.height
 
 

@@ -126,12 +126,13 @@ class Texts:
     def __init__(self, read: Callable[[np.ndarray], pl.Series]):
         self._read, self._rows, self._texts = read, np.zeros(0, dtype=np.int64), None
 
-    def __call__(self, rows: np.ndarray) -> pl.Series:
-        """Texts at ``rows`` (ascending)."""
+    def at(self, rows: np.ndarray) -> tuple[pl.Series, np.ndarray | None]:
+        """The texts at ``rows`` (ascending), as a Series and the positions in it of those rows
+        (None: the Series is exactly them). Kept texts are not copied."""
         if self._texts is not None and len(rows) and np.isin(rows, self._rows).all():
-            return self._texts.gather(np.searchsorted(self._rows, rows))
+            return self._texts, np.searchsorted(self._rows, rows)
         self._rows, self._texts = rows, self._read(rows)
-        return self._texts
+        return self._texts, None
 
 
 def bands_of(hashes: pl.DataFrame, memo: Memo, texts: Texts, config: NearConfig) -> tuple[np.ndarray, np.ndarray, pl.DataFrame]:
@@ -145,7 +146,8 @@ def bands_of(hashes: pl.DataFrame, memo: Memo, texts: Texts, config: NearConfig)
     if len(found):
         matrix[found] = known["bands"].gather(found).to_numpy()
     if len(missing):
-        local, computed = lsh_bands(texts(missing), config)
+        read, positions = texts.at(missing)
+        local, computed = lsh_bands(read if positions is None else read.gather(positions), config)
         matrix[missing[local]] = computed
         eligible[missing[local]] = True
     table = hashes.select(KEY).with_columns(
@@ -163,6 +165,16 @@ class PairSimilarity:
         self._a, self._b = hashes["hash_a"].to_numpy(), hashes["hash_b"].to_numpy()
         self._known, self._texts, self._config = memo.pairs, texts, config
         self._asked: list[pl.DataFrame] = []
+        # Shingle sets of the texts at these rows, kept: the chain guard asks about the texts
+        # verification already needed.
+        self._rows, self._sets = np.zeros(0, dtype=np.int64), None
+
+    def _shingle_sets(self, rows: np.ndarray) -> ShingleSets:
+        if self._sets is None or not np.isin(rows, self._rows).all():
+            self._rows = np.union1d(rows, self._rows)
+            texts, positions = self._texts.at(self._rows)
+            self._sets = ShingleSets.of_texts(texts, self._config, rows=positions)
+        return self._sets
 
     def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         swap = (self._a[a] > self._a[b]) | ((self._a[a] == self._a[b]) & (self._b[a] > self._b[b]))
@@ -171,9 +183,8 @@ class PairSimilarity:
         result = pairs.join(self._known, on=PAIR, how="left", maintain_order="left")["jaccard"].to_numpy().copy()
         missing = np.flatnonzero(np.isnan(result))
         if len(missing):
-            rows = np.unique(np.concatenate([low[missing], high[missing]]))
-            sets = ShingleSets.of_texts(self._texts(rows), self._config)
-            result[missing] = jaccard(sets, np.searchsorted(rows, low[missing]), np.searchsorted(rows, high[missing]),
+            sets = self._shingle_sets(np.unique(np.concatenate([low[missing], high[missing]])))
+            result[missing] = jaccard(sets, np.searchsorted(self._rows, low[missing]), np.searchsorted(self._rows, high[missing]),
                                       self._config.pair_chunk)
         self._asked.append(pairs.with_columns(jaccard=pl.Series(result)))
         return result

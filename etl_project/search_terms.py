@@ -46,6 +46,7 @@ _FINGERPRINT_TEXT = "concat(coalesce(names, chr(1)), chr(0), coalesce(abstract_p
 # DuckDB's memory limit while the terms are made: sorts and aggregates spill to its temp
 # directory beyond it.
 MEMORY_GIB = 1
+BATCH_PAPERS = 50_000
 
 
 @contextmanager
@@ -99,9 +100,26 @@ def terms_sql(documents: str) -> str:
 
 
 def write_terms(con: duckdb.DuckDBPyConnection, documents: str, path: Path) -> int:
-    """The terms of ``documents`` (see ``terms_sql``) into a zstd Parquet file; returns its rows."""
+    """The terms of ``documents`` (see ``terms_sql``) into one zstd Parquet file; returns its rows.
+    Made BATCH_PAPERS papers at a time, in paper_id order, each batch in memory: one statement over
+    a million papers would sort and aggregate ~50M rows, spilling far beyond MEMORY_GIB."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    return con.execute(f"COPY ({terms_sql(documents)}) TO {literal(str(path))} (FORMAT parquet, COMPRESSION zstd)").fetchone()[0]
+    con.execute(f"CREATE OR REPLACE TEMP TABLE batched AS SELECT *, (row_number() OVER (ORDER BY paper_id) - 1) // {BATCH_PAPERS} AS batch "
+                f"FROM {documents}")
+    batches = con.execute("SELECT coalesce(max(batch) + 1, 0) FROM batched").fetchone()[0]
+    parts = [path.with_name(f"{path.stem}.part{batch:05d}.parquet") for batch in range(max(batches, 1))]
+    rows = 0
+    for batch, part in enumerate(parts):
+        query = terms_sql(f"(FROM batched WHERE batch = {batch})")
+        rows += con.execute(f"COPY ({query}) TO {literal(str(part))} (FORMAT parquet, COMPRESSION zstd)").fetchone()[0]
+    con.execute("DROP TABLE batched")
+    if len(parts) == 1:
+        parts[0].replace(path)
+    else:  # the parts in order, as one file
+        pl.scan_parquet(parts).sink_parquet(path, compression="zstd", statistics=True)
+        for part in parts:
+            part.unlink()
+    return rows
 
 
 def stopword_list() -> list[str]:

@@ -222,3 +222,16 @@ def test_cutting_at_spaces_first_gives_the_same_words(texts):
     assert len(rows) == len(texts)
     for (whole, by_chunk), text in zip(rows, texts):
         assert by_chunk == whole, repr(text)
+
+
+def test_terms_made_in_batches_are_the_terms_made_at_once(papers, tmp_path, monkeypatch):
+    frames = _frames(papers)
+    with search_terms.connection() as con:
+        con.register("papers_frame", frames["papers"])
+        con.register("names_frame", frames["paper_names"])
+        documents = f"({search_terms.documents_sql('papers_frame', 'names_frame')})"
+        monkeypatch.setattr(search_terms, "BATCH_PAPERS", 37)
+        rows = search_terms.write_terms(con, documents, tmp_path / "terms.parquet")
+    assert rows == frames["paper_terms"].height
+    assert pl.read_parquet(tmp_path / "terms.parquet").equals(frames["paper_terms"])
+    assert [p.name for p in tmp_path.iterdir()] == ["terms.parquet"]  # the parts are gone
