@@ -12,6 +12,7 @@ from polars.testing import assert_frame_equal
 import etl_project
 from etl_project import landing, stage
 from etl_project.defs import launch
+from etl_project.defs.assets import PUBLISHED_TABLES
 from etl_project.defs.resources import EtlSettings
 from etl_project_tests.conftest import materialize_all
 from etl_project_tests.warehouse_helpers import query
@@ -29,8 +30,8 @@ def test_a_run_parses_new_and_changed_files_a_full_refresh_every_file():
     assert full.to_parse == ["a", "b", "c", "d"]  # a file still growing is never read half-written
 
 
-def parse_metadata(result) -> dict:
-    [event] = [e for e in result.get_asset_materialization_events() if e.asset_key == dg.AssetKey("parsed_files")]
+def parse_metadata(result, asset: str = "parsed_files") -> dict:
+    [event] = [e for e in result.get_asset_materialization_events() if e.asset_key == dg.AssetKey(asset)]
     return {k: v.value for k, v in event.step_materialization_data.materialization.metadata.items()}
 
 
@@ -79,6 +80,10 @@ def test_runs_follow_the_folder_new_changed_removed(tmp_path: Path, instance):
     assert batches["b.txt"] == batches["c.txt"] == metadata["batch"] != batches["a.txt"]
     assert count(warehouse, "SELECT source_file, record_count FROM source_files ORDER BY 1") == [("a.txt", 2), ("b.txt", 1), ("c.txt", 2)]
     assert count(warehouse, "SELECT count(*) FROM papers") == [(4,)]  # abstracts 0, 1, 3, 4
+    # What did not change is looked up: the papers of a.txt's records (dedup_memo), and the
+    # search terms of every paper whose text is the same (only abstract 4 is new).
+    assert (parse_metadata(result, "papers")["papers_looked_up"], parse_metadata(result, "papers")["papers_worked_out"]) == (2, 2)
+    assert (parse_metadata(result, "paper_terms")["papers_reused"], parse_metadata(result, "paper_terms")["papers_computed"]) == (3, 1)
 
     # a is removed: nothing parsed, its records are gone from the next publish, and its batch,
     # which no manifest points at any more, is pruned.
@@ -216,8 +221,7 @@ def test_a_run_folds_the_smallest_batches_into_its_own(tmp_path: Path, instance,
     assert_same_as_full_build(landing_dir, warehouse, tmp_path / "full")
 
 
-PUBLISHED = ("source_files", "raw_records", "rejected_records", "records", "papers", "paper_occurrences",
-             "source_overlap", "paper_links", "paper_names", "paper_topics")
+PUBLISHED = PUBLISHED_TABLES
 
 
 def assert_same_as_full_build(landing_dir: Path, warehouse: Path, fresh: Path) -> None:

@@ -1,7 +1,9 @@
-"""Enrichment assets: links, names and topics of each paper (their checks: etl_project/defs/checks.py).
+"""Enrichment assets: links, names and topics of each paper (their checks: etl_project/defs/checks.py),
+and the search terms search_papers scores.
 
 Each is computed only for the papers whose texts changed since the previous run's table, which
-gives the rest (etl_project/enrich/reuse.py); a full refresh computes every paper again."""
+gives the rest (etl_project/enrich/reuse.py; paper_terms compares fingerprints in DuckDB); a full
+refresh computes every paper again."""
 
 from collections.abc import Callable
 from pathlib import Path
