@@ -16,8 +16,8 @@ import xxhash
 
 PACKAGE = Path(__file__).resolve().parent
 SHAPES_ROWS = (".py", ".sql", ".yaml")  # not the data docs' static web files
-# Libraries whose upgrade may change the rows (parsing, hashing, the search index).
-LIBRARIES = ("polars", "duckdb", "charset-normalizer", "xxhash")
+# Libraries whose upgrade may change the rows (parsing, hashing, the search terms' tokenizer and stems).
+LIBRARIES = ("polars", "duckdb", "duckdb-extension-fts", "charset-normalizer", "xxhash")
 
 
 @functools.cache

@@ -91,6 +91,8 @@ def deduplicate_with_memo(records: pl.DataFrame | pl.LazyFrame, near: NearConfig
     keys = records.select("record_id", "source_file", "ordinal").collect()
     hashes = dedup_memo.key_hashes(records, same, memo)
     keys = keys.join(hashes.select("record_id", "hash_a", "hash_b"), on="record_id", how="left", maintain_order="left")
+    if keys["hash_a"].null_count():  # would put those records in one exact group
+        raise RuntimeError("the dedup memo lacks key hashes of records of files it says are unchanged")
     # Each record's position in (source_file, ordinal) order, found without sorting the table:
     # the inverse of the sorting permutation.
     keys = keys.with_columns(
@@ -193,7 +195,7 @@ def _canonical_columns(records: pl.LazyFrame, per_paper: pl.DataFrame, same: pl.
         .select("_row", *columns)
         .collect()
     )
-    missing = wanted.join(known, on="_row", how="anti")["_row"]
+    missing = wanted.join(known, on="_row", how="anti", maintain_order="left")["_row"]
     if missing.is_empty():
         return known.sort("_row").select(columns), known.height
     read = _rows_of(records, per_paper["canonical_row"].gather(missing), per_paper["canonical_record_id"].gather(missing),

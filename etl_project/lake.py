@@ -4,7 +4,7 @@ Layout of the default (embedded) warehouse folder::
 
     catalog.sqlite           the DuckLake catalog (SQLite in WAL mode): tables, snapshots, files
     data/main/<table>/*.parquet   the tables' data files, written once by Polars and registered
-    data/search/<table>/*.parquet the search index, written by DuckLake
+    data/search/stopwords/*.parquet the stop words search_papers leaves out, written by DuckLake
     open.sql                 attaches the lake for ``duckdb -init warehouse/open.sql``
 
 ``ETL_CATALOG`` takes any DuckLake catalog instead (``postgres:dbname=etl host=db``), and

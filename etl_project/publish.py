@@ -94,7 +94,7 @@ class SnapshotState:
 def publish(tables: Mapping[str, pl.DataFrame | pl.LazyFrame | Path], target: Lake, run_id: str,
             retention: Retention | None = None, built_from: Mapping[str, str] | None = None) -> Published:
     """Write ``tables`` (frames, or Parquet files to take as they are) as data files and make
-    them, with the search index and views, the lake's new snapshot in one commit, recording
+    them, with search_papers and the views, the lake's new snapshot in one commit, recording
     ``built_from`` in it (SnapshotState's ``build`` and ``landing``). The caller holds the run lock (etl_project/run_lock.py)."""
     refuse_old_layout(target.warehouse)
     retention = retention or Retention.from_env()
@@ -131,7 +131,7 @@ def publish(tables: Mapping[str, pl.DataFrame | pl.LazyFrame | Path], target: La
 
 
 def _prepare(con: duckdb.DuckDBPyConnection) -> None:
-    """DuckLake's own writes (the search index, rollbacks) in zstd, like Polars'; set once."""
+    """DuckLake's own writes (the stop words, rollbacks) in zstd, like Polars'; set once."""
     options = dict(con.execute(f"SELECT option_name, value FROM ducklake_options({literal(ALIAS)})").fetchall())
     if options.get("parquet_compression") != "zstd":
         con.execute(f"CALL {ALIAS}.set_option('parquet_compression', 'zstd')")

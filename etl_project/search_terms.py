@@ -18,6 +18,7 @@ space to its neighbours (a property test checks it, and another compares the cou
 index the PRAGMA builds).
 """
 
+import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -122,6 +123,7 @@ def write_terms(con: duckdb.DuckDBPyConnection, documents: str, path: Path) -> i
     return rows
 
 
+@functools.cache
 def stopword_list() -> list[str]:
     """The stopwords the terms leave out, which ``search_papers`` leaves out of a query too."""
     with connection() as con:

@@ -9,7 +9,7 @@ Objects whose tables (or columns) are missing are skipped.
 counts: etl_project/search_terms.py) with the formula and statistics of the fts extension's
 ``match_bm25`` (k = 1.2, b = 0.75; a term's document frequency, the number of papers and their
 mean length), computed at query time from that table and ``papers``: a run that changes some
-papers rewrites their rows only, and the scores are those an index of the whole table gives. The
+papers works out their rows only, and the scores are those an index of the whole table gives. The
 query's words go through the extension's tokenizer, stopwords and stemmer as the texts' did; it
 needs the extension's ``stem`` function, which every reader of ``etl_project.lake`` loads and
 which DuckDB clients of this version autoload once ``etl-project install-extensions`` ran.
@@ -55,7 +55,7 @@ _CODE_KINDS_SQL = "(" + ", ".join(literal(k) for k in CODE_KINDS) + ")"
 # no fixed order, so equal scores can differ in their last bits from one run to the next.
 SEARCH_MACRO = f"""CREATE OR REPLACE MACRO search_papers(query_text, max_results := 10) AS TABLE
         WITH tokens AS (
-            SELECT DISTINCT stem(token, 'porter') AS term
+            SELECT DISTINCT stem(token, {literal(search_terms.STEMMER)}) AS term
             FROM (SELECT unnest({tokenize_sql('query_text')}) AS token)
             WHERE token <> '' AND token NOT IN (SELECT sw FROM {SEARCH_SCHEMA}.stopwords)
         ),
@@ -202,10 +202,8 @@ def publish_analysis_layer(con: duckdb.DuckDBPyConnection) -> list[str]:
         con.execute(f"CREATE SCHEMA IF NOT EXISTS {SEARCH_SCHEMA}")
         con.execute(f"CREATE OR REPLACE TABLE {SEARCH_SCHEMA}.stopwords AS SELECT unnest(?::VARCHAR[]) AS sw",
                     [search_terms.stopword_list()])
-    else:  # no search_papers over tables this snapshot lacks
-        if _schema_exists(con, SEARCH_SCHEMA):
-            con.execute(f"DROP SCHEMA {SEARCH_SCHEMA} CASCADE")
-        con.execute(f"DROP MACRO TABLE IF EXISTS {SEARCH.name}")
+    elif _schema_exists(con, SEARCH_SCHEMA):
+        con.execute(f"DROP SCHEMA {SEARCH_SCHEMA} CASCADE")
     return create_views(con, with_search=searchable)
 
 
@@ -218,6 +216,8 @@ def create_views(con: duckdb.DuckDBPyConnection, with_search: bool | None = None
     created = []
     for obj in OBJECTS:
         if (obj.needs_search_schema and not with_search) or not _satisfied(obj, present):
+            if obj is SEARCH:  # no search_papers over tables this snapshot lacks (after a rollback, say)
+                con.execute(f"DROP MACRO TABLE IF EXISTS {SEARCH.name}")
             continue
         for statement in obj.statements:
             con.execute(statement)

@@ -11,7 +11,7 @@ from polars.testing import assert_frame_equal
 from etl_project import dedup, dedup_memo
 from etl_project.dedup_memo import Memo
 from etl_project.enrich.markup import with_plain_text
-from etl_project.near_dedup import NearConfig
+from etl_project.near_dedup import NearConfig, clusters_of, near_duplicates
 from etl_project_tests.conftest import normalized_records
 
 BASE = ("we study robust training of graph neural networks under label noise and propose a method that "
@@ -136,3 +136,29 @@ def test_columns_of_unchanged_canonical_records_are_carried_and_the_rest_worked_
     expected = with_plain_text(dedup.deduplicate(records)[0], "abstract", "abstract_plain")
     assert with_plain_text(second.papers, "abstract", "abstract_plain").equals(expected)
     assert dedup.deduplicate_with_memo(records, NearConfig(), files, None, carry=("abstract_plain",)).papers.columns == expected.columns[:-1]
+
+
+@settings(max_examples=40, deadline=None)
+@given(texts=st.lists(st.sampled_from(TEXTS), min_size=1, max_size=len(TEXTS), unique=True), config=st.sampled_from(CONFIGS))
+def test_clusters_from_the_memo_are_near_duplicates_own(texts, config):
+    """The memo's path against near_dedup.near_duplicates itself (deduplicate goes through the memo
+    path too), once computing everything and once looking everything up, reading no text."""
+    series = pl.Series(texts)
+    expected = near_duplicates(series, config)
+    hashes = series.to_frame("t").select(dedup_memo.text_hash("t"))
+
+    def clusters(memo: Memo, read) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+        source = dedup_memo.Texts(read)
+        eligible, bands, table = dedup_memo.bands_of(hashes, memo, source, config)
+        similarity = dedup_memo.PairSimilarity(hashes, memo, source, config)
+        return clusters_of(eligible, bands, similarity.factory(), config), table, similarity.table()
+
+    computed, bands, pairs = clusters(Memo.empty(config), series.gather)
+    assert computed.equals(expected)
+
+    def nothing_read(rows):
+        raise AssertionError(f"read texts {rows} that the memo holds")
+
+    empty = Memo.empty(config)
+    looked_up, _, _ = clusters(Memo(empty.files, empty.keys, bands, pairs, empty.papers), nothing_read)
+    assert looked_up.equals(expected)

@@ -4,7 +4,7 @@ and a Python client) holding a read transaction open while runs commit.
 Kill points are observed, not injected: the run's own Dagster event log says which step is
 running (ingest, or an asset check: validation); new ``etl-<run>-*.parquet`` files under
 ``data/main/`` say the publish is writing the tables' data files; new files under
-``data/search/`` (DuckLake writes the search index's data files inside the publish's one
+``data/search/`` (DuckLake writes the stop words' data file inside the publish's one
 transaction, after every table's rows were replaced and before COMMIT) say it is committing.
 No hook exists in the production code for these tests.
 """

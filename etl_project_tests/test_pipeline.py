@@ -43,7 +43,7 @@ def test_checks_report_after_the_assets_and_the_publish_comes_last(run):
     started = [e.step_key for e in result.all_events if e.event_type_value == "STEP_START"]
     checks = [i for i, key in enumerate(started) if key.endswith(("_suite", "_near_duplicate_clusters"))]
     assets = [i for i, key in enumerate(started) if i not in checks and key != "warehouse"]
-    assert len(checks) == 11 and len(assets) == 7
+    assert len(checks) == 11 and len(assets) == 8
     assert max(assets) < min(checks)
     assert started[-1] == "warehouse"
 
@@ -73,7 +73,7 @@ def test_seed_figures_in_the_lake(published: Path):
 def test_one_snapshot_holds_every_table_and_an_export_gives_the_same_rows(published: Path):
     tables = snapshot(published)  # asserts the export's rows equal the lake's
     assert set(tables) == {"source_files", "raw_records", "records", "papers", "paper_occurrences", "source_overlap",
-                           "rejected_records", "paper_links", "paper_names", "paper_topics"}
+                           "rejected_records", "paper_links", "paper_names", "paper_topics", "paper_terms"}
     with etl_project.connect(published) as con:
         runs = con.sql("SELECT snapshot_id, commit_message FROM lake.snapshots() WHERE commit_message IS NOT NULL").fetchall()
         registered = {name: [Path(r[0]) for r in con.execute("SELECT data_file FROM ducklake_list_files('lake', ?)", [name]).fetchall()]
