@@ -16,7 +16,7 @@ def test_definitions_validate():
     assert keys == {
         "parsed_files", "source_files", "raw_records", "rejected_records", "records",
         "papers", "paper_occurrences", "source_overlap", "warehouse",
-        "paper_links", "paper_names", "paper_topics",
+        "paper_links", "paper_names", "paper_topics", "paper_terms",
     }
     checks = {k.name for k in defs.resolve_asset_graph().asset_check_keys}
     assert checks == {

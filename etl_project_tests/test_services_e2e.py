@@ -29,7 +29,7 @@ JOB = "etl"
 SENSOR = "landing_sensor"
 ASSETS = [
     "parsed_files", "source_files", "raw_records", "rejected_records", "records", "papers", "paper_occurrences",
-    "source_overlap", "paper_links", "paper_names", "paper_topics", "warehouse",
+    "source_overlap", "paper_links", "paper_names", "paper_topics", "paper_terms", "warehouse",
 ]
 GROUPS = ["ingest", "transform", "enrich", "publish"]
 
