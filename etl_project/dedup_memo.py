@@ -34,7 +34,7 @@ from etl_project.near_dedup import (
 
 KEY = ["hash_a", "hash_b"]
 PAIR = ["a_a", "a_b", "b_a", "b_b"]
-PARTS = ("files", "keys", "bands", "pairs")
+PARTS = ("build", "files", "keys", "bands", "pairs")
 PAPER_COLUMNS = ["canonical_record_id", "first_source_file", "paper_id", "abstract", "dedup_key", "word_count", "char_count"]
 FILES_SCHEMA = {"source_file": pl.String, "sha256": pl.String}
 KEYS_SCHEMA = {"record_id": pl.String, "source_file": pl.String, "hash_a": pl.UInt64, "hash_b": pl.UInt64}
@@ -75,9 +75,9 @@ class Memo:
 
     def write(self, folder: Path, build: str) -> None:
         """Stage the memo beside the papers it was written with (``papers`` itself is not copied)."""
-        for part in PARTS:
-            frame = getattr(self, part)
-            stage.write(frame.with_columns(build=pl.lit(build)) if part == "files" else frame, _path(folder, part))
+        stage.write(pl.DataFrame({"build": [build]}), _path(folder, "build"))
+        for part in PARTS[1:]:
+            stage.write(getattr(self, part), _path(folder, part))
 
     @classmethod
     def read(cls, papers_file: Path, build: str, config: NearConfig | None) -> "Memo | None":
@@ -85,14 +85,14 @@ class Memo:
         folder = papers_file.parent
         if not all(_path(folder, part).exists() for part in PARTS):
             return None
-        files = pl.read_parquet(_path(folder, "files"))
-        if files.is_empty() or files["build"][0] != build:
+        if pl.read_parquet(_path(folder, "build"))["build"].to_list() != [build]:
             return None
         bands = pl.read_parquet(_path(folder, "bands"))
         if bands.schema != pl.Schema(_bands_schema(config)):
             return None
         return cls(
-            files.drop("build"), pl.read_parquet(_path(folder, "keys")), bands, pl.read_parquet(_path(folder, "pairs")),
+            pl.read_parquet(_path(folder, "files")), pl.read_parquet(_path(folder, "keys")), bands,
+            pl.read_parquet(_path(folder, "pairs")),
             pl.scan_parquet(papers_file),
         )
 
