@@ -186,20 +186,12 @@ def _replace_rows(con: duckdb.DuckDBPyConnection, table: str, path: str, rows: i
 
 
 def _columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
-    return [name for name, _ in _all_columns(con, table).get(table, [])]
-
-
-def _all_columns(con: duckdb.DuckDBPyConnection, table: str | None = None) -> dict[str, list[tuple[str, str]]]:
-    """``{table: [(column, type), ...]}`` of the lake's main tables (or only ``table``), in one query."""
-    only = f"AND table_name = {literal(table)} " if table is not None else ""
+    """The columns of the lake's main table ``table``, in order."""
     rows = con.execute(
-        f"SELECT table_name, column_name, data_type FROM duckdb_columns() WHERE database_name = {literal(ALIAS)} "
-        f"AND schema_name = 'main' {only}ORDER BY table_name, column_index"
+        f"SELECT column_name FROM duckdb_columns() WHERE database_name = {literal(ALIAS)} "
+        f"AND schema_name = 'main' AND table_name = {literal(table)} ORDER BY column_index"
     ).fetchall()
-    columns: dict[str, list[tuple[str, str]]] = {}
-    for name, column, kind in rows:
-        columns.setdefault(name, []).append((column, kind))
-    return columns
+    return [name for (name,) in rows]
 
 
 def _commit_message(con: duckdb.DuckDBPyConnection, message: str, extra: dict) -> None:
