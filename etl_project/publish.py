@@ -1,9 +1,9 @@
 """Publish: every table of a run into the DuckLake (etl_project.lake) as one snapshot.
 
-Each table's rows are written once, by Polars, as a zstd Parquet file under the lake's data path
+Each table's rows are written once, by Polars, as zstd Parquet files under the lake's data path
 (``<data>/main/<table>/etl-<run>-<uuid>.parquet``) and registered in place with
-``ducklake_add_data_files``. A table handed over as a file (the run's stage writes zstd) is
-hard-linked there, not rewritten; only a file in another codec, or a data path on another device
+``ducklake_add_data_files``. A table handed over as a file or a folder of parts (the run's stage
+writes zstd) is hard-linked there, part by part, not rewritten; only a file in another codec, or a data path on another device
 or in object storage, costs a copy. One DuckLake transaction then replaces every
 table's rows, creates search_papers and the views, and commits with a message naming the
 Dagster run: a reader sees the previous snapshot or this one, never half of each, and a run that
@@ -30,7 +30,7 @@ import duckdb
 import polars as pl
 import pyarrow.parquet as pq
 
-from etl_project import contract, lake, settings, warehouse_sql
+from etl_project import contract, lake, settings, stage, warehouse_sql
 from etl_project.lake import ALIAS, Lake, literal, quote
 
 AUTHOR = "etl_project"
@@ -103,22 +103,24 @@ def publish(tables: Mapping[str, pl.DataFrame | pl.LazyFrame | Path], target: La
     try:
         _prepare(con)
         notes = _delete_orphans(con)
-        files = {}
+        files: dict[str, list[tuple[str, int]]] = {}
         for name, frame in tables.items():
-            files[name] = _write_data_file(frame, target.data_path, name, run_id)
-            written.append(files[name][0])
-        row_counts = {name: rows for name, (_, rows) in files.items()}
+            files[name] = []
+            for part in _parts(frame):
+                files[name].append(_write_data_file(part, target.data_path, name, run_id))
+                written.append(files[name][-1][0])
+        row_counts = {name: sum(rows for _, rows in parts) for name, parts in files.items()}
 
         def snapshot() -> None:
-            for name, (path, rows) in files.items():
-                columns = _replace_rows(con, name, path, rows)
+            for name, parts in files.items():
+                columns = _replace_rows(con, name, parts)
                 for statement in contract.comment_statements(name, columns):
                     con.execute(statement)
             warehouse_sql.publish_analysis_layer(con)
             _commit_message(con, f"run {run_id}", {"run_id": run_id, "tables": row_counts, **(built_from or {})})
 
         notes += _in_transaction(con, snapshot)
-        written = [path for path, rows in files.values() if not rows]  # the lake's now, but for empty tables' (never registered)
+        written = [path for parts in files.values() for path, rows in parts if not rows]  # the lake's now, but for empty ones (never registered)
         snapshot_id = _snapshot_of_run(con, run_id)
         notes += expire_snapshots(con, retention)
         lake.write_open_sql(target)
@@ -137,6 +139,14 @@ def _prepare(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(f"CALL {ALIAS}.set_option('parquet_compression', 'zstd')")
 
 
+def _parts(table_rows: pl.DataFrame | pl.LazyFrame | Path) -> list[pl.DataFrame | pl.LazyFrame | Path]:
+    """A table handed over as a folder of Parquet parts (stage.stage_landing_tables) is each of
+    its parts, in order; anything else is one part."""
+    if isinstance(table_rows, Path) and table_rows.is_dir():
+        return sorted(table_rows.glob("*.parquet"))
+    return [table_rows]
+
+
 def _write_data_file(table_rows: pl.DataFrame | pl.LazyFrame | Path,
                      data_path: str, table: str, run_id: str) -> tuple[str, int]:
     """One zstd Parquet file holding ``table_rows``, at a name no other run or table uses: a zstd
@@ -148,7 +158,7 @@ def _write_data_file(table_rows: pl.DataFrame | pl.LazyFrame | Path,
     if not remote:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     if isinstance(table_rows, Path) and not remote and _is_zstd(table_rows):
-        _link_or_copy(table_rows, Path(path))
+        stage.link_or_copy(table_rows, Path(path))
     else:
         frame = pl.scan_parquet(table_rows) if isinstance(table_rows, Path) else table_rows.lazy()
         frame.sink_parquet(path, compression="zstd", statistics=True)
@@ -164,25 +174,20 @@ def _is_zstd(path: Path) -> bool:
                for g in range(meta.num_row_groups) for c in range(meta.num_columns))
 
 
-def _link_or_copy(source: Path, target: Path) -> None:
-    """A second name for ``source``'s bytes: later removing either name leaves the other whole."""
-    try:
-        os.link(source, target)
-    except OSError:  # another device, or a file system without hard links
-        shutil.copyfile(source, target)
-
-
-def _replace_rows(con: duckdb.DuckDBPyConnection, table: str, path: str, rows: int) -> list[str]:
-    """``table`` gets exactly the rows of the data file at ``path``: it is dropped and created
-    again from the file's schema (columns may change with a new release of the code), and the file
-    registered. Earlier snapshots keep the dropped table's rows (time travel and rollback reach
-    them); a DELETE of every row would instead write a delete file as long as the table (16 s for
-    the 45M rows of paper_terms at a million records). Returns the table's column names."""
+def _replace_rows(con: duckdb.DuckDBPyConnection, table: str, files: list[tuple[str, int]]) -> list[str]:
+    """``table`` gets exactly the rows of the data ``files`` (path, rows), all of one schema: it
+    is dropped and created again from that schema (columns may change with a new release of the
+    code), and each file holding rows registered. Earlier snapshots keep the dropped table's rows
+    (time travel and rollback reach them); a DELETE of every row would instead write a delete file
+    as long as the table (16 s for the 45M rows of paper_terms at a million records). Returns the
+    table's column names."""
+    first = literal(files[0][0])
     con.execute(f"DROP TABLE IF EXISTS {quote(table)}")
-    con.execute(f"CREATE TABLE {quote(table)} AS SELECT * FROM read_parquet({literal(path)}) LIMIT 0")
-    if rows:
-        con.execute(f"CALL ducklake_add_data_files({literal(ALIAS)}, {literal(table)}, {literal(path)})")
-    return [name for name, *_ in con.execute(f"DESCRIBE SELECT * FROM read_parquet({literal(path)})").fetchall()]
+    con.execute(f"CREATE TABLE {quote(table)} AS SELECT * FROM read_parquet({first}) LIMIT 0")
+    for path, rows in files:
+        if rows:
+            con.execute(f"CALL ducklake_add_data_files({literal(ALIAS)}, {literal(table)}, {literal(path)})")
+    return [name for name, *_ in con.execute(f"DESCRIBE SELECT * FROM read_parquet({first})").fetchall()]
 
 
 def _columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:

@@ -8,7 +8,8 @@
   parse step's output, the *manifest* (each file's key, source_file, sha256, size and mtime, batch
   and parse version): a changed file's old rows
   stay in their batch, unread, until no manifest kept points at that batch any more;
-- every other asset's value is written per run, ``.stage/runs/<run_id>/<asset>.parquet``: a run reads
+- every other asset's value is written per run, ``.stage/runs/<run_id>/<asset>.parquet`` (for the
+  landing tables a folder of parts linked from the batches, see stage_landing_tables): a run reads
   what it produced itself (or, for an asset it does not produce, its latest materialization), so
   two runs taking turns step by step never read each other's half-finished work.
 Every write goes to a temporary name first and is renamed into place, so a reader (or a run
@@ -19,6 +20,7 @@ The stage is private to the pipeline; analysts read the published warehouse.
 
 import functools
 import json
+import os
 import shutil
 import time
 import uuid
@@ -239,25 +241,50 @@ def known_files(warehouse: Path, manifest_frame: pl.DataFrame | None, parsed_by:
     return manifest_frame.filter(pl.col("batch").is_in(staged) & (pl.col("parsed_by") == parsed_by))
 
 
-def scan_manifest(warehouse: Path, manifest_frame: pl.DataFrame) -> dict[str, pl.LazyFrame]:
-    """Each parsed table, with the rows of exactly the manifest's files, each from the batch the
-    manifest names, in source_file order: every batch's rows are sorted already, so the batches
-    are merged (a streaming merge), never sorted whole.
+def stage_landing_tables(warehouse: Path, manifest_frame: pl.DataFrame, folder: Path) -> dict[str, Path]:
+    """Each parsed table with the rows of exactly the manifest's files, each from the batch the
+    manifest names, staged in ``folder`` as a folder of Parquet parts, ``<table>.parquet.partial/``
+    (the IO manager moves it to ``<table>.parquet/``, the layout Polars, Spark and DuckDB's globs
+    read as one table). A batch part whose files all stay is hard-linked, never read or written
+    again; one that also holds files since changed or removed is rewritten without them. So a run
+    after a small change costs its own batch, not the whole table. Rows come batch by batch, each
+    in source_file order: a table has no order (ORDER BY when it matters).
 
     Raises FileNotFoundError naming a batch that is not staged."""
-    empty = {table: frame.lazy() for table, frame in ingest.file_tables([]).items()}
-    by_batch = manifest_frame.group_by("batch", maintain_order=True).agg("source_file").sort("batch").rows()
-    stacked: dict[str, pl.LazyFrame] = {}
-    for table, schema in empty.items():
-        frames = []
-        for batch, files in by_batch:
-            parts = sorted((batch_folder(warehouse, batch) / table).glob("*.parquet"))
-            if not parts:
-                raise FileNotFoundError(f"batch {batch} of the parsed files is not staged in {warehouse}: "
-                                        "run again (a full refresh if it persists)")
-            frames.append(pl.scan_parquet(parts).filter(pl.col("source_file").is_in(files)))
-        stacked[table] = functools.reduce(lambda a, b: a.merge_sorted(b, key="source_file"), frames) if frames else schema
-    return stacked
+    schemas = {table: frame.schema for table, frame in ingest.file_tables([]).items()}
+    out = {table: folder / f"{table}.parquet.partial" for table in schemas}
+    for path in out.values():
+        shutil.rmtree(path, ignore_errors=True)
+        path.mkdir(parents=True)
+    count = 0
+    for batch, files in manifest_frame.group_by("batch").agg("source_file").sort("batch").rows():
+        source = batch_folder(warehouse, batch)
+        parts = sorted((source / "source_files").glob("*.parquet"))
+        if not parts:
+            raise FileNotFoundError(f"batch {batch} of the parsed files is not staged in {warehouse}: "
+                                    "run again (a full refresh if it persists)")
+        for part in parts:  # a part's files are those of its source_files rows, in every table
+            held = set(pl.read_parquet(part, columns=["source_file"])["source_file"])
+            kept = held.intersection(files)
+            for table, target in out.items():
+                name = target / f"{count:06d}.parquet"
+                if kept == held:
+                    link_or_copy(source / table / part.name, name)
+                elif kept:
+                    write(pl.scan_parquet(source / table / part.name).filter(pl.col("source_file").is_in(kept)), name)
+            count += bool(kept)
+    for table, target in out.items():
+        if not count:  # an empty table is still a table: one part with its columns
+            write(pl.DataFrame(schema=schemas[table]), target / f"{0:06d}.parquet")
+    return out
+
+
+def link_or_copy(source: Path, target: Path) -> None:
+    """A second name for ``source``'s bytes: later removing either name leaves the other whole."""
+    try:
+        os.link(source, target)
+    except OSError:  # another device, or a file system without hard links
+        shutil.copyfile(source, target)
 
 
 def prune_batches(warehouse: Path, keep: set[str]) -> int:

@@ -108,18 +108,20 @@ def parsed_files(context: dg.AssetExecutionContext, config: ParseConfig, etl: Et
 )
 def landing_tables(context: dg.AssetExecutionContext, etl: EtlSettings, parsed_files: pl.DataFrame):
     """Every landing file's tables, each file's rows from the stage batch the manifest
-    (parsed_files) names, stacked into one table each in file and paragraph order, streamed from
-    stage to stage. The manifest is kept beside them: the publish records what they hold."""
-    parsed = stage.scan_manifest(etl.warehouse, parsed_files)
-    stage.write(parsed_files, stage.run_path(etl.warehouse, context.run_id, stage.LANDING_MANIFEST))
-    for table in ("source_files", "raw_records", "rejected_records", "records"):
-        frame = parsed[table]
+    (parsed_files) names: the batches' parts are linked, not copied, and only a part that also
+    holds files since changed or removed is rewritten (stage.stage_landing_tables). The manifest
+    is kept beside them: the publish records what they hold."""
+    folder = stage.run_path(etl.warehouse, context.run_id, stage.LANDING_MANIFEST).parent
+    parts = stage.stage_landing_tables(etl.warehouse, parsed_files, folder)
+    stage.write(parsed_files, folder / f"{stage.LANDING_MANIFEST}.parquet")
+    for table, path in parts.items():
+        frame = pl.scan_parquet(path)
         metadata = table_metadata(frame, table)
         if table == "source_files":
             metadata |= status_counts(frame.collect())
         elif table == "rejected_records":
             metadata |= non_empty({"by_reason": table_value(frame.group_by("reason").len().sort("reason").collect())})
-        yield dg.Output(frame, table, metadata=metadata)
+        yield dg.Output(path, table, metadata=metadata)
 
 
 @dg.multi_asset(

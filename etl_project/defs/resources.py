@@ -3,6 +3,7 @@ that runs Great Expectations, and the stage that keeps frames between steps."""
 
 import contextlib
 import os
+import shutil
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -134,7 +135,8 @@ class StageIOManager(dg.ConfigurableIOManager):
     """Keeps each asset's value in the stage (see etl_project.stage). An input annotated ``pl.LazyFrame`` is scanned rather than
     read, and a LazyFrame output is streamed to disk: the big tables never sit whole in memory
     in a step that only passes them on or reads a few columns. An output that is a path (a
-    Parquet file the step wrote in its run's stage folder) is moved into place, not copied."""
+    Parquet file, or a folder of Parquet parts, the step wrote in its run's stage folder) is moved
+    into place, not copied."""
 
     etl: EtlSettings
     # Not used here: it makes every step of every run (any asset selection) require the lock.
@@ -143,7 +145,9 @@ class StageIOManager(dg.ConfigurableIOManager):
     def handle_output(self, context: dg.OutputContext, obj) -> None:
         asset = context.asset_key.to_user_string()
         path = stage.run_path(self.etl.warehouse, context.run_id, asset)
-        if isinstance(obj, Path) and obj.parent == path.parent:  # a file the step wrote in its run's stage: moved
+        if isinstance(obj, Path) and obj.parent == path.parent:  # a file or folder of parts the step wrote: moved
+            if obj.is_dir() and path.exists():  # a retried step's
+                shutil.rmtree(path)
             obj.replace(path)
         elif isinstance(obj, Path):  # anyone else's file stays where it is
             stage.write(pl.scan_parquet(obj), path)
