@@ -18,7 +18,6 @@ removed. ``rollback`` makes an earlier snapshot's tables current again as a new 
 
 import json
 import os
-import shutil
 import time
 import uuid
 from collections.abc import Iterable, Mapping
