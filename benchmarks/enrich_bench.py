@@ -3,14 +3,15 @@
 Papers are the seeds' abstracts, each copy made distinct by a numbered sentence (so URLs, names
 and markup occur at the seeds' rates). Prints the median of several runs per stage: the plain
 text, links, names and topics in Polars; ``paper_terms`` (what ``search_papers`` scores) by
-``search_terms.write_terms`` from the papers' and names' Parquet files to one, for every paper
-(a full refresh); then, once, the publish of papers, paper_names and paper_terms as a lake, and
+``search_terms.stage_terms`` from the papers' and names' Parquet files to a folder of parts, for
+every paper (a full refresh); then, once, the publish of papers, paper_names and paper_terms as a lake, and
 ``search_papers`` queries on it.
 
     PYTHONPATH=$PWD python benchmarks/enrich_bench.py --papers 100000 --repeat 3
 """
 
 import argparse
+import shutil
 import statistics
 import tempfile
 import time
@@ -69,16 +70,17 @@ def main() -> None:
         inputs = {"papers": work / "papers.parquet", "paper_names": work / "paper_names.parquet"}
         papers.write_parquet(inputs["papers"], compression="zstd")
         found.write_parquet(inputs["paper_names"], compression="zstd")
-        terms = work / "paper_terms.parquet"
+        terms = work / "paper_terms"
 
         def build_terms() -> int:
-            with search_terms.connection(work / "duckdb_tmp") as con:
-                documents = f"({search_terms.documents_sql(*(f'read_parquet({lake.literal(str(p))})' for p in inputs.values()))})"
-                return search_terms.write_terms(con, documents, terms)
+            shutil.rmtree(terms, ignore_errors=True)
+            sources = (search_terms.parquet(path) for path in inputs.values())
+            search_terms.stage_terms(*sources, terms, work / "fingerprints.parquet", "bench", temp_directory=work / "duckdb_tmp")
+            return pl.scan_parquet(terms).select(pl.len()).collect().item()
 
         seconds, rows = timed(args.repeat, build_terms)
-        print(f"paper_terms      {seconds:7.2f} s  {papers.height / seconds:9.0f} papers/s  ({rows} rows; from Parquet files to one, every paper)")
-        tables = {"papers": papers, "paper_names": found, "paper_terms": terms}  # the terms file is linked, not rewritten
+        print(f"paper_terms      {seconds:7.2f} s  {papers.height / seconds:9.0f} papers/s  ({rows} rows; from Parquet files to parts, every paper)")
+        tables = {"papers": papers, "paper_names": found, "paper_terms": terms}  # the terms' parts are linked, not rewritten
         seconds, _ = timed(1, lambda: publish.publish(tables, lake.Lake.of(warehouse), "enrich-bench"))
         print(f"publish          {seconds:7.2f} s  (papers and paper_names written as data files, paper_terms linked, one snapshot)")
         with etl_project.connect(warehouse) as con:

@@ -8,16 +8,15 @@ start to the end of its last statement, in one of these ways:
 - ``pragma``: the extension's ``PRAGMA create_fts_index`` (porter, english stopwords, DuckDB's
   default memory limit, in memory) over ``search_terms.DOCUMENTS``, the table made from the files
   first: the index search used to build in every publish;
-- ``terms``: ``search_terms.write_terms`` of every paper into a zstd Parquet file, under
-  ``search_terms.connection`` (its memory limit): what a full refresh of the ``paper_terms``
-  asset computes;
+- ``terms``: ``search_terms.stage_terms`` of every paper into a folder of zstd Parquet parts,
+  with no previous table: what a full refresh of the ``paper_terms`` asset computes;
 - ``terms-1%``: the same for 1% of the papers only (every 100th, from files holding only them and
   their names): the terms an incremental run works out when 1% of the papers' texts changed;
-- ``asset-1%``: everything the ``paper_terms`` asset does in that incremental run, as
-  etl_project/defs/enrich.py does it (without Dagster): every paper's search document and
-  fingerprint, the papers whose fingerprint is unchanged since the previous run's sidecar (one
-  in 100 has a changed ``abstract_plain``), the terms of the others, the new fingerprints, and the
-  previous rows of the unchanged papers merged with the new ones into the staged file.
+- ``asset-1%``: everything the ``paper_terms`` asset does in that incremental run
+  (``search_terms.stage_terms`` with the previous table, without Dagster): every paper's search
+  document and fingerprint, the papers whose fingerprint is unchanged since the previous run's
+  sidecar (one in 100 has a changed ``abstract_plain``), the terms of the others into new parts,
+  the previous parts rewritten without the changed papers (those holding none are linked).
 
 Papers are the distinct paragraphs of a corpus folder in the seeds' format (a title line, a blank
 line, one abstract per paragraph; ``benchmarks/corpus.py`` makes them), taken in file order, with
@@ -59,7 +58,7 @@ import polars as pl
 from pipeline_bench import fmt, table
 
 import etl_project
-from etl_project import lake, publish, search_terms, stage
+from etl_project import lake, publish, search_terms
 from etl_project.enrich import markup, names
 from etl_project.lake import literal
 
@@ -94,12 +93,6 @@ def parquet(path: Path) -> str:
     return f"read_parquet({literal(str(path))})"
 
 
-def fingerprints(con: duckdb.DuckDBPyConnection, documents: str, path: Path) -> None:
-    """The asset's fingerprint sidecar (without its build column) of the relation ``documents``."""
-    con.execute(f"COPY (SELECT paper_id, fp_a, fp_b FROM {documents} ORDER BY paper_id) "
-                f"TO {literal(str(path))} (FORMAT parquet, COMPRESSION zstd)")
-
-
 # --- the ways, each run in a child process -----------------------------------------------------
 
 def build_pragma(work: Path, out: Path, mark) -> dict:
@@ -121,10 +114,9 @@ def build_pragma(work: Path, out: Path, mark) -> dict:
 
 
 def build_terms(work: Path, out: Path, mark, papers: str = "papers", paper_names: str = "paper_names") -> dict:
-    with search_terms.connection(work / "duckdb_tmp") as con:
-        documents = f"({search_terms.documents_sql(parquet(work / f'{papers}.parquet'), parquet(work / f'{paper_names}.parquet'))})"
-        rows = search_terms.write_terms(con, documents, out)
-    return {"rows": rows, "mb": out.stat().st_size / 1e6}
+    sources = (parquet(work / f"{papers}.parquet"), parquet(work / f"{paper_names}.parquet"))
+    search_terms.stage_terms(*sources, out, out.with_name("fingerprints.parquet"), "bench", temp_directory=work / "duckdb_tmp")
+    return {"rows": pl.scan_parquet(out).select(pl.len()).collect().item(), "mb": _size_mb(out)}
 
 
 def build_terms_sample(work: Path, out: Path, mark) -> dict:
@@ -132,20 +124,16 @@ def build_terms_sample(work: Path, out: Path, mark) -> dict:
 
 
 def build_asset_increment(work: Path, out: Path, mark) -> dict:
-    """The paper_terms asset's incremental run (etl_project/defs/enrich.py), its IO manager's write included."""
-    fresh, sidecar = out.with_name("fresh.parquet"), out.with_name("fingerprints.parquet")
-    with search_terms.connection(work / "duckdb_tmp") as con:
-        con.execute("CREATE TEMP TABLE documents AS "
-                    + search_terms.documents_sql(parquet(work / "papers_changed.parquet"), parquet(work / "paper_names.parquet")))
-        same = con.execute(f"SELECT paper_id FROM documents SEMI JOIN {parquet(work / 'previous_fingerprints.parquet')} "
-                           "USING (paper_id, fp_a, fp_b) ORDER BY paper_id").pl()
-        con.register("same_papers", same)
-        computed = search_terms.write_terms(con, "(FROM documents ANTI JOIN same_papers USING (paper_id))", fresh)
-        fingerprints(con, "documents", sidecar)
-    previous = pl.scan_parquet(work / "previous_terms.parquet").join(same.lazy(), on="paper_id", how="semi", maintain_order="left")
-    stage.write(previous.merge_sorted(pl.scan_parquet(fresh), "paper_id"), out)
+    """The paper_terms asset's incremental run (search_terms.stage_terms with the previous table)."""
+    sources = (parquet(work / "papers_changed.parquet"), parquet(work / "paper_names.parquet"))
+    done = search_terms.stage_terms(*sources, out, out.with_name("fingerprints.parquet"), "bench",
+                                    (work / "previous_terms", work / "previous_fingerprints.parquet"), work / "duckdb_tmp")
     rows = pl.scan_parquet(out).select(pl.len()).collect().item()
-    return {"rows": rows, "mb": out.stat().st_size / 1e6, "computed_rows": computed}
+    return {"rows": rows, "mb": _size_mb(out), "computed_papers": done.computed, "parts_written": done.parts_written}
+
+
+def _size_mb(folder: Path) -> float:
+    return sum(path.stat().st_size for path in folder.glob("*.parquet")) / 1e6
 
 
 BUILDS = {"pragma": build_pragma, "terms": build_terms, "terms-1%": build_terms_sample, "asset-1%": build_asset_increment}
@@ -153,7 +141,7 @@ BUILDS = {"pragma": build_pragma, "terms": build_terms, "terms-1%": build_terms_
 
 def child(way: str, work: Path) -> None:
     """Build one way from the files in ``work``; print its timings, rows and answers as JSON."""
-    out = work / "out" / "paper_terms.parquet"
+    out = work / "out" / "paper_terms"
     shutil.rmtree(out.parent, ignore_errors=True)
     out.parent.mkdir()
     marks: list[tuple[float, resource.struct_rusage, float]] = []
@@ -204,10 +192,8 @@ def prepare(work: Path, papers: pl.DataFrame, found: pl.DataFrame) -> None:
                                   .then(pl.col("abstract_plain") + " Revised with a corrected evaluation.")
                                   .otherwise(pl.col("abstract_plain")))
     changed.write_parquet(work / "papers_changed.parquet", compression="zstd")
-    with search_terms.connection(work / "duckdb_tmp") as con:
-        documents = f"({search_terms.documents_sql(parquet(work / 'papers.parquet'), parquet(work / 'paper_names.parquet'))})"
-        search_terms.write_terms(con, documents, work / "previous_terms.parquet")
-        fingerprints(con, documents, work / "previous_fingerprints.parquet")
+    search_terms.stage_terms(parquet(work / "papers.parquet"), parquet(work / "paper_names.parquet"), work / "previous_terms",
+                             work / "previous_fingerprints.parquet", "bench", temp_directory=work / "duckdb_tmp")
     shutil.rmtree(work / "duckdb_tmp", ignore_errors=True)
 
 
@@ -215,7 +201,7 @@ def time_queries(work: Path, repeat: int) -> dict[str, dict]:
     """Publish papers, paper_names and paper_terms as a lake; time search_papers on it."""
     warehouse = work / "warehouse"
     publish.publish({"papers": work / "papers.parquet", "paper_names": work / "paper_names.parquet",
-                     "paper_terms": work / "previous_terms.parquet"}, lake.Lake.of(warehouse), "fts-bench")
+                     "paper_terms": work / "previous_terms"}, lake.Lake.of(warehouse), "fts-bench")
     found = {}
     with etl_project.connect(warehouse) as con:
         for query in QUERIES:

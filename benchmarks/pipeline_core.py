@@ -23,7 +23,6 @@ import polars as pl
 from etl_project import dedup, ingest, integrity, lake, publish, search_terms, stage
 from etl_project.enrich import links, names, topics
 from etl_project.enrich.markup import with_plain_text
-from etl_project.lake import literal
 from etl_project.near_dedup import NearConfig
 from etl_project.quality import suites
 from etl_project.quality.runner import run_suite
@@ -49,17 +48,12 @@ def peak_rss_mb() -> float:
 
 
 def paper_terms(staged: Path) -> pl.LazyFrame:
-    """The paper_terms asset of a full refresh (etl_project/defs/enrich.py, no previous run to reuse):
-    every paper's search document and fingerprint, its terms into a file by DuckDB, the
-    fingerprint sidecar; the scan of the terms is what the asset hands its IO manager."""
-    fresh, sidecar = staged / "paper_terms.fresh.parquet", staged / "paper_terms.fingerprints.parquet"
-    papers, paper_names = (f"read_parquet({literal(str(staged / f'{name}.parquet'))})" for name in ("papers", "paper_names"))
-    with search_terms.connection(staged / "duckdb_tmp") as con:
-        con.execute(f"CREATE TEMP TABLE documents AS {search_terms.documents_sql(papers, paper_names)}")
-        search_terms.write_terms(con, "documents", fresh)
-        con.execute(f"COPY (SELECT paper_id, fp_a, fp_b FROM documents ORDER BY paper_id) TO {literal(str(sidecar))} "
-                    "(FORMAT parquet, COMPRESSION zstd)")
-    return pl.scan_parquet(fresh)
+    """The paper_terms asset of a full refresh (etl_project/defs/enrich.py: search_terms.stage_terms,
+    no previous table): a folder of parts beside the fingerprint sidecar; its scan."""
+    folder = staged / "paper_terms.parquet"
+    search_terms.stage_terms(*(search_terms.parquet(staged / f"{name}.parquet") for name in ("papers", "paper_names")),
+                             folder, staged / "paper_terms.fingerprints.parquet", "bench", temp_directory=staged / "duckdb_tmp")
+    return pl.scan_parquet(folder)
 
 
 def run_core(landing: Path, warehouse: Path, near: bool = True, enrich: bool = True, validate: bool = True) -> dict:
@@ -118,7 +112,7 @@ def run_core(landing: Path, warehouse: Path, near: bool = True, enrich: bool = T
             tables["paper_topics"] = keep("paper_topics", topics.tag_topics(papers, topics.load_taxonomy()))
         check("paper_links", "paper_names", "paper_topics")
         with timed("paper_terms"):
-            tables["paper_terms"] = keep("paper_terms", paper_terms(staged))
+            tables["paper_terms"] = paper_terms(staged)  # staged already, as the asset stages it
         check("paper_terms")
     with timed("publish"):
         problems = integrity.cross_table_problems(tables)

@@ -3,8 +3,8 @@
 A paper's search document is its names (each name with its long form, in name_rank order) and its
 plain text, as ``DOCUMENTS`` selects them. Its terms are what DuckDB's ``fts`` extension makes of
 that document (its tokenizer, English stopwords out, Porter stems), counted per paper:
-``paper_terms`` holds ``(paper_id, term, tf, doc_terms)``, sorted by paper_id and term. BM25's
-corpus statistics (how many papers hold a term, the mean document length) are not stored: the
+``paper_terms`` holds ``(paper_id, term, tf, doc_terms)``, staged as parts each sorted by paper_id
+and term. BM25's corpus statistics (how many papers hold a term, the mean document length) are not stored: the
 lake's ``search_papers`` computes them at query time (etl_project/warehouse_sql.py), so a paper's
 rows depend on its own texts only and a run works out the rows of the papers whose texts changed,
 taking every other paper's from the previous run's table.
@@ -21,12 +21,13 @@ index the PRAGMA builds).
 import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 import polars as pl
 
-from etl_project import lake
+from etl_project import lake, stage
 from etl_project.lake import literal
 
 FIELDS = ("names", "abstract_plain")
@@ -48,6 +49,7 @@ _FINGERPRINT_TEXT = "concat(coalesce(names, chr(1)), chr(0), coalesce(abstract_p
 # directory beyond it.
 MEMORY_GIB = 1
 BATCH_PAPERS = 50_000
+MAX_PARTS = 32  # parts of a staged paper_terms before the smallest are merged (a million papers: 20)
 
 
 @contextmanager
@@ -100,27 +102,101 @@ def terms_sql(documents: str) -> str:
         ORDER BY paper_id, term"""
 
 
-def write_terms(con: duckdb.DuckDBPyConnection, documents: str, path: Path) -> int:
-    """The terms of ``documents`` (see ``terms_sql``) into one zstd Parquet file; returns its rows.
+@dataclass(frozen=True)
+class StagedTerms:
+    """What ``stage_terms`` did: papers worked out and taken over, parts linked and written."""
+
+    computed: int
+    reused: int
+    parts_linked: int
+    parts_written: int
+
+
+def stage_terms(papers: str, paper_names: str, folder: Path, fingerprints: Path, build: str,
+                previous: tuple[Path, Path] | None = None, temp_directory: Path | None = None) -> StagedTerms:
+    """``paper_terms`` of the papers of ``papers`` and ``paper_names`` (SQL relations such as
+    ``read_parquet(...)``) staged into ``folder``, a folder of Parquet parts (each sorted by
+    paper_id and term), and each paper's fingerprint and part into the file ``fingerprints``.
+
+    ``previous`` is the previous table's folder and fingerprints, by the same ``build``: a paper
+    whose fingerprint did not change keeps its rows, only the others are worked out. A previous
+    part none of whose papers changed or went is hard-linked, not read; a part that lost some is
+    rewritten without them; the new papers' terms go to new parts. When the folder would hold more
+    than MAX_PARTS parts, its smallest are merged into one, so the parts stay few and large."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with connection(temp_directory) as con:
+        con.execute(f"CREATE TEMP TABLE documents AS {documents_sql(papers, paper_names)}")
+        con.execute("CREATE TEMP TABLE placed (paper_id VARCHAR, part VARCHAR)")  # where each paper's rows are
+        linked = written = 0
+        if previous is not None:
+            before, sidecar = previous[0], parquet(previous[1])
+            con.execute(f"INSERT INTO placed SELECT paper_id, part FROM documents JOIN {sidecar} USING (paper_id, fp_a, fp_b)")
+            losing = {part for (part,) in con.execute(
+                f"SELECT DISTINCT part FROM {sidecar} ANTI JOIN placed USING (paper_id) WHERE part IS NOT NULL").fetchall()}
+            keeping = {part for (part,) in con.execute("SELECT DISTINCT part FROM placed WHERE part IS NOT NULL").fetchall()}
+            for part in sorted(keeping):
+                if part not in losing:
+                    stage.link_or_copy(before / part, folder / part)
+                    linked += 1
+                    continue
+                name = _part_name()
+                con.execute(f"COPY (FROM {parquet(before / part)} SEMI JOIN placed USING (paper_id) ORDER BY paper_id, term) "
+                            f"TO {literal(str(folder / name))} (FORMAT parquet, COMPRESSION zstd)")
+                con.execute("UPDATE placed SET part = ? WHERE part = ?", [name, part])
+                written += 1
+        computed = con.execute("SELECT count(*) FROM documents ANTI JOIN placed USING (paper_id)").fetchone()[0]
+        written += _write_new_parts(con, "(FROM documents ANTI JOIN placed USING (paper_id))", folder)
+        written += _merge_smallest_parts(con, folder)
+        if not any(folder.glob("*.parquet")):  # no terms at all: still a table, with its columns
+            con.execute(f"COPY ({terms_sql('(FROM documents LIMIT 0)')}) TO {literal(str(folder / _part_name()))} "
+                        "(FORMAT parquet, COMPRESSION zstd)")
+        con.execute(f"COPY (SELECT paper_id, fp_a, fp_b, part, {literal(build)} AS build FROM documents "
+                    f"LEFT JOIN placed USING (paper_id) ORDER BY paper_id) TO {literal(str(fingerprints))} (FORMAT parquet, COMPRESSION zstd)")
+        total = con.execute("SELECT count(*) FROM documents").fetchone()[0]
+    return StagedTerms(computed, total - computed, linked, written)
+
+
+def _write_new_parts(con: duckdb.DuckDBPyConnection, documents: str, folder: Path) -> int:
+    """The terms of ``documents`` into new parts of ``folder``, placed; returns how many parts.
     Made BATCH_PAPERS papers at a time, in paper_id order, each batch in memory: one statement over
     a million papers would sort and aggregate ~50M rows, spilling far beyond MEMORY_GIB."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     con.execute(f"CREATE OR REPLACE TEMP TABLE batched AS SELECT *, (row_number() OVER (ORDER BY paper_id) - 1) // {BATCH_PAPERS} AS batch "
                 f"FROM {documents}")
     batches = con.execute("SELECT coalesce(max(batch) + 1, 0) FROM batched").fetchone()[0]
-    parts = [path.with_name(f"{path.stem}.part{batch:05d}.parquet") for batch in range(max(batches, 1))]
-    rows = 0
-    for batch, part in enumerate(parts):
-        query = terms_sql(f"(FROM batched WHERE batch = {batch})")
-        rows += con.execute(f"COPY ({query}) TO {literal(str(part))} (FORMAT parquet, COMPRESSION zstd)").fetchone()[0]
+    prefix = stage.new_batch_id()  # the parts' names sort in paper_id order
+    for batch in range(batches):
+        name = f"{prefix}-{batch:05d}.parquet"
+        con.execute(f"COPY ({terms_sql(f'(FROM batched WHERE batch = {batch})')}) TO {literal(str(folder / name))} "
+                    "(FORMAT parquet, COMPRESSION zstd)")
+        # A paper without terms is placed too: at worst its part is rewritten for nothing once.
+        con.execute("INSERT INTO placed SELECT paper_id, ? FROM batched WHERE batch = ?", [name, batch])
     con.execute("DROP TABLE batched")
-    if len(parts) == 1:
-        parts[0].replace(path)
-    else:  # the parts in order, as one file
-        pl.scan_parquet(parts).sink_parquet(path, compression="zstd", statistics=True)
-        for part in parts:
-            part.unlink()
-    return rows
+    return batches
+
+
+def _merge_smallest_parts(con: duckdb.DuckDBPyConnection, folder: Path) -> int:
+    """Beyond MAX_PARTS parts, the smallest ones as one; returns how many parts were written."""
+    parts = sorted(folder.glob("*.parquet"), key=lambda path: path.stat().st_size)
+    if len(parts) <= MAX_PARTS:
+        return 0
+    smallest = parts[:len(parts) - MAX_PARTS + 1]
+    name = _part_name()
+    listed = "[" + ", ".join(literal(str(path)) for path in smallest) + "]"
+    con.execute(f"COPY (FROM read_parquet({listed}) ORDER BY paper_id, term) TO {literal(str(folder / name))} "
+                "(FORMAT parquet, COMPRESSION zstd)")
+    con.execute(f"UPDATE placed SET part = ? WHERE part IN ({', '.join(literal(path.name) for path in smallest)})", [name])
+    for path in smallest:
+        path.unlink()
+    return 1
+
+
+def _part_name() -> str:
+    return f"{stage.new_batch_id()}.parquet"
+
+
+def parquet(path: Path) -> str:
+    """The SQL relation reading the Parquet file or files at ``path``."""
+    return f"read_parquet({literal(str(path))})"
 
 
 @functools.cache

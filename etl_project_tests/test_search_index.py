@@ -224,14 +224,70 @@ def test_cutting_at_spaces_first_gives_the_same_words(texts):
         assert by_chunk == whole, repr(text)
 
 
-def test_terms_made_in_batches_are_the_terms_made_at_once(papers, tmp_path, monkeypatch):
-    frames = _frames(papers)
-    with search_terms.connection() as con:
-        con.register("papers_frame", frames["papers"])
-        con.register("names_frame", frames["paper_names"])
-        documents = f"({search_terms.documents_sql('papers_frame', 'names_frame')})"
-        monkeypatch.setattr(search_terms, "BATCH_PAPERS", 37)
-        rows = search_terms.write_terms(con, documents, tmp_path / "terms.parquet")
-    assert rows == frames["paper_terms"].height
-    assert pl.read_parquet(tmp_path / "terms.parquet").equals(frames["paper_terms"])
-    assert [p.name for p in tmp_path.iterdir()] == ["terms.parquet"]  # the parts are gone
+def _stage(rows, folder: Path, previous: tuple[Path, Path] | None = None, build: str = "b1"):
+    """stage_terms of ``rows`` into ``folder``/terms (parts) and ``folder``/fingerprints.parquet."""
+    frames = _frames(rows)
+    folder.mkdir(parents=True)
+    for name in ("papers", "paper_names"):
+        frames[name].write_parquet(folder / f"{name}.parquet")
+    terms, sidecar = folder / "terms", folder / "fingerprints.parquet"
+    done = search_terms.stage_terms(search_terms.parquet(folder / "papers.parquet"), search_terms.parquet(folder / "paper_names.parquet"),
+                                    terms, sidecar, build, previous)
+    return frames["paper_terms"], (terms, sidecar), done
+
+
+def _parts(folder: Path) -> dict[str, pl.DataFrame]:
+    return {path.name: pl.read_parquet(path) for path in sorted(folder.glob("*.parquet"))}
+
+
+def test_terms_staged_in_batches_are_the_terms_made_at_once(papers, tmp_path, monkeypatch):
+    monkeypatch.setattr(search_terms, "BATCH_PAPERS", 37)
+    expected, (terms, _), done = _stage(papers, tmp_path / "s")
+    parts = _parts(terms)
+    assert len(parts) == done.parts_written == -(-len(papers) // 37) and done.computed == len(papers)
+    assert all(part.equals(part.sort("paper_id", "term")) for part in parts.values())
+    assert pl.concat(parts.values()).equals(expected)  # in paper_id order, part after part
+
+
+def test_staged_terms_after_changes_equal_terms_made_from_scratch(papers, tmp_path, monkeypatch):
+    """Papers removed, added and with a changed text: the staged table equals the terms made at
+    once; only new and changed papers are worked out; untouched parts are the same files."""
+    monkeypatch.setattr(search_terms, "BATCH_PAPERS", 40)
+    _, previous, _ = _stage(papers, tmp_path / "before")
+    before = _parts(previous[0])
+    gone = {papers[0][0], papers[1][0]}  # both in the first part
+    changed = [(papers[45][0], "A changed text about federated learning of graph models.", papers[45][2])]
+    added = [("new1", "Fresh words: quantum annealing schedules.", "QAS"), ("new2", None, None)]
+    rows = [r for r in papers if r[0] not in gone and r[0] != changed[0][0]] + changed + added
+    expected, (terms, sidecar), done = _stage(rows, tmp_path / "after", previous)
+    assert pl.concat(_parts(terms).values()).sort("paper_id", "term").equals(expected)
+    assert (done.computed, done.reused) == (3, len(rows) - 3)
+    after = {name: path.stat().st_ino for name, path in ((p.name, p) for p in terms.glob("*.parquet"))}
+    untouched = sorted(set(before) & set(after))  # the parts of neither a removed nor a changed paper
+    assert len(untouched) == done.parts_linked == len(before) - 2
+    assert all(after[name] == (previous[0] / name).stat().st_ino for name in untouched)
+    placed = pl.read_parquet(sidecar)
+    assert placed["part"].is_in(list(after)).all() and placed.height == len(rows)
+
+    # Nothing changed: every part linked, nothing worked out.
+    _, _, again = _stage(rows, tmp_path / "again", (terms, sidecar))
+    assert (again.computed, again.parts_written, again.parts_linked) == (0, 0, len(after))
+
+
+def test_staged_terms_merge_their_smallest_parts_and_ignore_another_build(papers, tmp_path, monkeypatch):
+    monkeypatch.setattr(search_terms, "BATCH_PAPERS", 40)
+    monkeypatch.setattr(search_terms, "MAX_PARTS", 3)
+    expected, previous, first = _stage(papers, tmp_path / "first")
+    assert len(_parts(previous[0])) == 3 and first.parts_written > 3  # written, then the smallest merged
+    assert pl.concat(_parts(previous[0]).values()).sort("paper_id", "term").equals(expected)
+    more = [*papers, ("new1", "Fresh words: quantum annealing schedules.", "QAS")]
+    expected, (terms, _), done = _stage(more, tmp_path / "second", previous)
+    assert len(_parts(terms)) == 3 and done.computed == 1
+    assert pl.concat(_parts(terms).values()).sort("paper_id", "term").equals(expected)
+
+
+def test_empty_staged_terms_are_a_table_with_its_columns(tmp_path):
+    _, (terms, sidecar), done = _stage([("p", None, None)], tmp_path / "s")
+    [part] = _parts(terms).values()
+    assert part.columns == ["paper_id", "term", "tf", "doc_terms"] and part.is_empty()
+    assert pl.read_parquet(sidecar)["paper_id"].to_list() == ["p"]

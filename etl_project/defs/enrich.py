@@ -22,7 +22,6 @@ from etl_project.defs.metadata import (
 )
 from etl_project.defs.resources import EtlSettings, staged_file
 from etl_project.enrich import links, names, reuse, topics
-from etl_project.lake import literal
 
 FINGERPRINTS = "{asset}.fingerprints"  # beside an enrichment table in the stage: what it was computed from
 
@@ -153,35 +152,20 @@ def paper_terms(context: dg.AssetExecutionContext, etl: EtlSettings, papers: Pat
     asset = context.asset_key.to_user_string()
     build = etl.build_fingerprint()
     out = stage.run_path(etl.warehouse, context.run_id, asset)
-    fresh, fingerprints = out.with_name(f"{asset}.fresh.parquet"), out.with_name(f"{FINGERPRINTS.format(asset=asset)}.parquet")
+    folder, fingerprints = out.with_name(f"{out.name}.partial"), out.with_name(f"{FINGERPRINTS.format(asset=asset)}.parquet")
     previous = None if launch.full_refresh(context) else _previous_files(context, etl, asset, build)
-    with search_terms.connection(etl.warehouse / stage.STAGE / "duckdb_tmp") as con:
-        con.execute(f"CREATE TEMP TABLE documents AS {search_terms.documents_sql(_parquet(papers), _parquet(paper_names))}")
-        same = (
-            con.execute(f"SELECT paper_id FROM documents SEMI JOIN {_parquet(previous[1])} USING (paper_id, fp_a, fp_b) "
-                        "ORDER BY paper_id").pl()
-            if previous else pl.DataFrame(schema={"paper_id": pl.String})
-        )
-        con.register("same_papers", same)
-        search_terms.write_terms(con, "(FROM documents ANTI JOIN same_papers USING (paper_id))", fresh)
-        con.execute(f"COPY (SELECT paper_id, fp_a, fp_b, {literal(build)} AS build FROM documents ORDER BY paper_id) "
-                    f"TO {literal(str(fingerprints))} (FORMAT parquet, COMPRESSION zstd)")
-        papers_count = con.execute("SELECT count(*) FROM documents").fetchone()[0]
-    frame = pl.scan_parquet(fresh)
-    if same.height:  # both sorted by paper_id, and no paper in both
-        frame = pl.scan_parquet(previous[0]).join(same.lazy(), on="paper_id", how="semi", maintain_order="left").merge_sorted(frame, "paper_id")
+    staged = search_terms.stage_terms(search_terms.parquet(papers), search_terms.parquet(paper_names), folder, fingerprints, build,
+                                      previous, etl.warehouse / stage.STAGE / "duckdb_tmp")
     return dg.Output(
-        frame if same.height else fresh,  # the terms of every paper: the file is the table
+        folder,  # a folder of parts, moved into place by the IO manager
         metadata=non_empty({
-            **table_metadata(frame, "paper_terms"),
-            "papers_computed": papers_count - same.height,
-            "papers_reused": same.height,
+            **table_metadata(pl.scan_parquet(folder), "paper_terms"),
+            "papers_computed": staged.computed,
+            "papers_reused": staged.reused,
+            "parts_linked": staged.parts_linked,
+            "parts_written": staged.parts_written,
         }),
     )
-
-
-def _parquet(path: Path) -> str:
-    return f"read_parquet({literal(str(path))})"
 
 
 ENRICH_ASSETS = [paper_links, paper_names, paper_topics, paper_terms]
