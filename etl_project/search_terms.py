@@ -131,17 +131,18 @@ def stage_terms(papers: str, paper_names: str, folder: Path, fingerprints: Path,
         if previous is not None:
             before, sidecar = previous[0], parquet(previous[1])
             con.execute(f"INSERT INTO placed SELECT paper_id, part FROM documents JOIN {sidecar} USING (paper_id, fp_a, fp_b)")
-            losing = {part for (part,) in con.execute(
-                f"SELECT DISTINCT part FROM {sidecar} ANTI JOIN placed USING (paper_id) WHERE part IS NOT NULL").fetchall()}
+            dropped = con.execute(f"SELECT part, list(paper_id) FROM {sidecar} ANTI JOIN placed USING (paper_id) "
+                                  "WHERE part IS NOT NULL GROUP BY part").fetchall()
+            losing = dict(dropped)
             keeping = {part for (part,) in con.execute("SELECT DISTINCT part FROM placed WHERE part IS NOT NULL").fetchall()}
             for part in sorted(keeping):
                 if part not in losing:
                     stage.link_or_copy(before / part, folder / part)
                     linked += 1
                     continue
+                # Streamed through Polars, which keeps the part's order: no sort, both cores.
                 name = _part_name()
-                con.execute(f"COPY (FROM {parquet(before / part)} SEMI JOIN placed USING (paper_id) ORDER BY paper_id, term) "
-                            f"TO {literal(str(folder / name))} (FORMAT parquet, COMPRESSION zstd)")
+                stage.write(pl.scan_parquet(before / part).filter(~pl.col("paper_id").is_in(losing[part])), folder / name)
                 con.execute("UPDATE placed SET part = ? WHERE part = ?", [name, part])
                 written += 1
         computed = con.execute("SELECT count(*) FROM documents ANTI JOIN placed USING (paper_id)").fetchone()[0]
