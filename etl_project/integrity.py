@@ -3,7 +3,10 @@
 The suite checks validate each table when it is produced, and a full run publishes only
 tables it produced itself. A run of only some assets (from the UI, say) publishes others from
 their latest materializations, made by other runs: these cheap joins make sure that they still
-describe the same records, and the publish step refuses when they do not.
+describe the same records, and the publish step refuses when they do not. The landing tables'
+suites validate only the rows of files new to the warehouse (suites.SuiteCheck.delta), so what
+holds across files is checked here over the whole tables: file names and record ids unique, one
+ordinal per record of a file.
 """
 
 from collections.abc import Mapping
@@ -19,6 +22,11 @@ def cross_table_problems(tables: Mapping[str, pl.DataFrame | pl.LazyFrame]) -> l
         return tables[table].lazy().select(name).collect().to_series()
 
     problems = []
+    for table, key in (("source_files", ["source_file"]), ("raw_records", ["record_id"]),
+                       ("raw_records", ["source_file", "ordinal"]), ("records", ["record_id"])):
+        repeated = tables[table].lazy().select(key).filter(pl.struct(key).is_duplicated()).unique(maintain_order=True).head(4).collect()
+        if repeated.height:
+            problems.append(f"{table} repeats {', '.join(key)}: {_sample(repeated.select(pl.concat_str(key, separator=':')).to_series())}")
     files = tables["source_files"].lazy().select("source_file", "record_count")
     per_file = tables["raw_records"].lazy().group_by("source_file").agg(found=pl.len())
     mismatch = files.join(per_file, on="source_file", how="full", coalesce=True).filter(

@@ -24,7 +24,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -241,7 +241,16 @@ def known_files(warehouse: Path, manifest_frame: pl.DataFrame | None, parsed_by:
     return manifest_frame.filter(pl.col("batch").is_in(staged) & (pl.col("parsed_by") == parsed_by))
 
 
-def stage_landing_tables(warehouse: Path, manifest_frame: pl.DataFrame, folder: Path) -> dict[str, Path]:
+DELTA = ".delta"  # beside a landing table: the rows its suite checks validate (delta_path)
+
+
+def delta_path(table_path: Path) -> Path:
+    """The rows of a staged landing table that its suite checks validate: ``<table>.delta.parquet``."""
+    return table_path.with_name(table_path.name.removesuffix(".parquet") + f"{DELTA}.parquet")
+
+
+def stage_landing_tables(warehouse: Path, manifest_frame: pl.DataFrame, folder: Path,
+                         to_validate: Collection[str] | None = None) -> dict[str, Path]:
     """Each parsed table with the rows of exactly the manifest's files, each from the batch the
     manifest names, staged in ``folder`` as a folder of Parquet parts, ``<table>.parquet.partial/``
     (the IO manager moves it to ``<table>.parquet/``, the layout Polars, Spark and DuckDB's globs
@@ -250,13 +259,17 @@ def stage_landing_tables(warehouse: Path, manifest_frame: pl.DataFrame, folder: 
     after a small change costs its own batch, not the whole table. Rows come batch by batch, each
     in source_file order: a table has no order (ORDER BY when it matters).
 
+    Beside each table, ``<table>.delta.parquet/`` (delta_path) holds the same way the rows of the
+    files ``to_validate`` (None: every file): what the table's suite checks validate.
+
     Raises FileNotFoundError naming a batch that is not staged."""
     schemas = {table: frame.schema for table, frame in ingest.file_tables([]).items()}
     out = {table: folder / f"{table}.parquet.partial" for table in schemas}
-    for path in out.values():
+    deltas = {table: delta_path(folder / f"{table}.parquet").with_suffix(".partial") for table in schemas}
+    for path in [*out.values(), *deltas.values()]:
         shutil.rmtree(path, ignore_errors=True)
         path.mkdir(parents=True)
-    count = 0
+    count = delta_count = 0
     for batch, files in manifest_frame.group_by("batch").agg("source_file").sort("batch").rows():
         source = batch_folder(warehouse, batch)
         parts = sorted((source / "source_files").glob("*.parquet"))
@@ -266,17 +279,29 @@ def stage_landing_tables(warehouse: Path, manifest_frame: pl.DataFrame, folder: 
         for part in parts:  # a part's files are those of its source_files rows, in every table
             held = set(pl.read_parquet(part, columns=["source_file"])["source_file"])
             kept = held.intersection(files)
-            for table, target in out.items():
-                name = target / f"{count:06d}.parquet"
-                if kept == held:
-                    link_or_copy(source / table / part.name, name)
-                elif kept:
-                    write(pl.scan_parquet(source / table / part.name).filter(pl.col("source_file").is_in(kept)), name)
+            fresh = kept if to_validate is None else kept.intersection(to_validate)
+            for table in schemas:
+                _select_part(source / table / part.name, held, kept, out[table] / f"{count:06d}.parquet")
+                _select_part(source / table / part.name, held, fresh, deltas[table] / f"{delta_count:06d}.parquet")
             count += bool(kept)
-    for table, target in out.items():
-        if not count:  # an empty table is still a table: one part with its columns
-            write(pl.DataFrame(schema=schemas[table]), target / f"{0:06d}.parquet")
+            delta_count += bool(fresh)
+    for table, schema in schemas.items():  # an empty table is still a table: one part with its columns
+        for target, parts_written in ((out[table], count), (deltas[table], delta_count)):
+            if not parts_written:
+                write(pl.DataFrame(schema=schema), target / f"{0:06d}.parquet")
+        final = delta_path(folder / f"{table}.parquet")
+        shutil.rmtree(final, ignore_errors=True)
+        deltas[table].replace(final)
     return out
+
+
+def _select_part(source: Path, held: set[str], wanted: set[str], target: Path) -> None:
+    """The rows of the files ``wanted`` of the part ``source`` (holding the files ``held``) at
+    ``target``: the part itself, linked, when it holds nothing else; nothing when none."""
+    if wanted == held:
+        link_or_copy(source, target)
+    elif wanted:
+        write(pl.scan_parquet(source).filter(pl.col("source_file").is_in(wanted)), target)
 
 
 def link_or_copy(source: Path, target: Path) -> None:

@@ -46,6 +46,12 @@ def paper_list(title: str, *abstracts: str) -> str:
 ABSTRACTS = [f"Abstract number {i} studies topic {i} with a method that is described in words." for i in range(6)]
 
 
+def validated_rows(result) -> dict[str, int]:
+    """Rows each suite check of the run validated."""
+    return {e.check_name: e.metadata["rows_validated"].value for e in result.get_asset_check_evaluations()
+            if "rows_validated" in e.metadata}
+
+
 def count(warehouse: Path, sql: str):
     return query(warehouse, sql)
 
@@ -64,6 +70,10 @@ def test_runs_follow_the_folder_new_changed_removed(tmp_path: Path, instance):
     first = materialize_all(landing_dir, warehouse, instance)
     assert first.success and parse_metadata(first)["files_parsed"] == 2
     assert manifest(warehouse, first)["key"].to_list() == ["a.txt", "b.txt"]
+
+    # The files whose rows passed this build's landing suites: those the snapshot holds.
+    assert launch.files_validated(warehouse, EtlSettings().build_fingerprint())["source_file"].sort().to_list() == ["a.txt", "b.txt"]
+    assert launch.files_validated(warehouse, "another build").is_empty()
 
     # Unchanged folder: nothing to parse.
     plan = launch.plan_run(instance, landing_dir, warehouse)
@@ -84,6 +94,12 @@ def test_runs_follow_the_folder_new_changed_removed(tmp_path: Path, instance):
     # search terms of every paper whose text is the same (only abstract 4 is new).
     assert (parse_metadata(result, "papers")["papers_looked_up"], parse_metadata(result, "papers")["papers_worked_out"]) == (2, 2)
     assert (parse_metadata(result, "paper_terms")["papers_reused"], parse_metadata(result, "paper_terms")["papers_computed"]) == (3, 1)
+    # The landing suites validate the rows of b and c only (a's passed in the first run); the
+    # other suites whole tables.
+    assert validated_rows(first)["raw_records_suite"] == 4
+    validated = validated_rows(result)
+    assert (validated["source_files_suite"], validated["raw_records_suite"], validated["records_suite"]) == (2, 3, 3)
+    assert validated["paper_occurrences_suite"] == 5 and parse_metadata(result, "source_files")["files_validated"] == 2
 
     # a is removed: nothing parsed, its records are gone from the next publish, and its batch,
     # which no manifest points at any more, is pruned.
@@ -93,6 +109,7 @@ def test_runs_follow_the_folder_new_changed_removed(tmp_path: Path, instance):
     assert (parse_metadata(result)["files_parsed"], parse_metadata(result)["files_removed"]) == (0, 1)
     assert count(warehouse, "SELECT DISTINCT source_file FROM raw_records ORDER BY 1") == [("b.txt",), ("c.txt",)]
     assert count(warehouse, "SELECT count(*) FROM papers") == [(3,)]
+    assert validated_rows(result)["source_files_suite"] == 0  # no file new to the warehouse
     staged = {p.name for p in stage.batch_folder(warehouse, "x").parent.iterdir()}
     assert staged == {metadata["batch"]}
 

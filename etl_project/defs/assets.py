@@ -109,16 +109,23 @@ def parsed_files(context: dg.AssetExecutionContext, config: ParseConfig, etl: Et
 def landing_tables(context: dg.AssetExecutionContext, etl: EtlSettings, parsed_files: pl.DataFrame):
     """Every landing file's tables, each file's rows from the stage batch the manifest
     (parsed_files) names: the batches' parts are linked, not copied, and only a part that also
-    holds files since changed or removed is rewritten (stage.stage_landing_tables). The manifest
-    is kept beside them: the publish records what they hold."""
+    holds files since changed or removed is rewritten (stage.stage_landing_tables). Their suite
+    checks validate the rows of the files the current snapshot does not hold as they are now
+    (every file after a full refresh or a change of code or settings); the publish checks the
+    invariants across files over the whole tables (etl_project/integrity.py). The manifest is
+    kept beside them: the publish records what they hold."""
     folder = stage.run_path(etl.warehouse, context.run_id, stage.LANDING_MANIFEST).parent
-    parts = stage.stage_landing_tables(etl.warehouse, parsed_files, folder)
+    validated = pl.DataFrame(schema={"source_file": pl.String, "sha256": pl.String})
+    if not launch.full_refresh(context):
+        validated = launch.files_validated(etl.warehouse, etl.build_fingerprint())
+    to_validate = parsed_files.join(validated, on=["source_file", "sha256"], how="anti")["source_file"]
+    parts = stage.stage_landing_tables(etl.warehouse, parsed_files, folder, set(to_validate))
     stage.write(parsed_files, folder / f"{stage.LANDING_MANIFEST}.parquet")
     for table, path in parts.items():
         frame = pl.scan_parquet(path)
         metadata = table_metadata(frame, table)
         if table == "source_files":
-            metadata |= status_counts(frame.collect())
+            metadata |= status_counts(frame.collect()) | {"files_validated": to_validate.len()}
         elif table == "rejected_records":
             metadata |= non_empty({"by_reason": table_value(frame.group_by("reason").len().sort("reason").collect())})
         yield dg.Output(path, table, metadata=metadata)

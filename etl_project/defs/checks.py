@@ -24,14 +24,16 @@ from etl_project.quality.runner import SuiteResult
 AFTER_ASSETS = {"dagster/priority": "-1"}
 
 
-def check_result(result: SuiteResult) -> dg.AssetCheckResult:
+def check_result(result: SuiteResult, delta: bool = False) -> dg.AssetCheckResult:
     """The check's verdict and, in its own metadata, what the UI needs without the Data Docs
     (which the UI cannot open: they are local files): every expectation with its severity, outcome,
     unexpected count and samples as a table, the failed ones again as their own table, and the path
     of the validation's Data Docs page.
 
     Any failed expectation fails the check; with only WARN expectations failed it fails at WARN
-    severity, which does not stop the publish (SuiteResult.blocks: only a failed ERROR rule does)."""
+    severity, which does not stop the publish (SuiteResult.blocks: only a failed ERROR rule does).
+    ``delta``: the rows validated are those of the landing files new to the warehouse
+    (suites.SuiteCheck.delta), which the description and metadata say."""
     expectations = [_expectation_row(r) for r in result.results]
     failures = [row for row, r in zip(expectations, result.results) if not r.success]
     failed_severities = sorted({r.rule.severity for r in result.failed})
@@ -43,10 +45,12 @@ def check_result(result: SuiteResult) -> dg.AssetCheckResult:
         passed=result.passed,
         severity=dg.AssetCheckSeverity(result.severity),
         description=f"{len(result.results) - len(failures)}/{len(result.results)} expectations met on {result.row_count} rows"
+        + (" of the files new to the warehouse" if delta else "")
         + (f"; failed: {len(failures)} ({', '.join(failed_severities)})" if failures else ""),
         metadata=non_empty({
             "suite": result.suite.name,
             "rows_validated": result.row_count,
+            "validated": "rows of new and changed files" if delta else "whole table",
             "expectations_evaluated": len(result.results),
             "expectations_failed": len(failures),
             "failures": table_value(_without_empty_columns(failures)),
@@ -94,7 +98,7 @@ def suite_check(check: suites.SuiteCheck) -> dg.AssetChecksDefinition:
         additional_deps=check.extra, op_tags=AFTER_ASSETS,
     )
     def _suite_check(context: dg.AssetCheckExecutionContext, etl: EtlSettings, gx: GxValidation) -> dg.AssetCheckResult:
-        return check_result(gx.verdict(context, etl.warehouse, check))
+        return check_result(gx.verdict(context, etl.warehouse, check), check.delta)
 
     return _suite_check
 

@@ -121,6 +121,25 @@ def published_keys(plan: landing.Plan, warehouse: Path) -> frozenset[str]:
     return frozenset(k for k in candidates if ingest.source_file_name(landing.file_name(k)) in names)
 
 
+def files_validated(warehouse: Path, build: str) -> pl.DataFrame:
+    """(source_file, sha256) of the files the lake's current snapshot holds, when this ``build``
+    published it: their rows passed this code's landing suites then. Empty when the snapshot was
+    published by another build (the suites may have changed), by a rollback, or cannot be read."""
+    from etl_project import lake, publish
+
+    none = pl.DataFrame(schema={"source_file": pl.String, "sha256": pl.String})
+    target = lake.Lake.of(warehouse)
+    if not target.exists():
+        return none
+    try:
+        with lake.attach(target, read_only=True) as con:
+            if publish.current_state(con).build != build:
+                return none
+            return con.execute("SELECT source_file, sha256 FROM source_files WHERE sha256 IS NOT NULL").pl()
+    except Exception:  # noqa: BLE001 - no table yet, or a lake that cannot be read: validate everything
+        return none
+
+
 def serves_other_folders(instance: dg.DagsterInstance, seeds: Path, warehouse: Path) -> str | None:
     """Why this instance must not run over ``seeds`` and ``warehouse`` (one line), or None.
 

@@ -33,6 +33,7 @@ def start(run_id: str, warehouse: Path, check: SuiteCheck, paths: dict[str, Path
     """The validation of ``check`` on ``paths`` (one staged file per table it reads) for this
     run of ``warehouse``, started now unless it was already. An error making the suite becomes
     the future's error, so that the check's step reports it."""
+    paths = validated_paths(check, paths)
     with _lock:
         known = _started.get((run_id, check.name))
         if known and known[0] == paths:
@@ -45,6 +46,15 @@ def start(run_id: str, warehouse: Path, check: SuiteCheck, paths: dict[str, Path
             future.set_exception(exc)
         _started[(run_id, check.name)] = (paths, future)
         return future
+
+
+def validated_paths(check: SuiteCheck, paths: dict[str, Path]) -> dict[str, Path]:
+    """The files ``check`` validates: each staged table's delta beside it for a check of the
+    landing rows new to the warehouse (SuiteCheck.delta), when staged (a table of an older release
+    has none: all its rows), else the tables themselves."""
+    if not check.delta:
+        return paths
+    return {table: delta if (delta := stage.delta_path(path)).exists() else path for table, path in paths.items()}
 
 
 def verdict(run_id: str, warehouse: Path, check: SuiteCheck, paths: dict[str, Path]) -> runner.SuiteResult:
