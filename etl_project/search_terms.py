@@ -19,6 +19,7 @@ index the PRAGMA builds).
 """
 
 import functools
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -123,7 +124,8 @@ def stage_terms(papers: str, paper_names: str, folder: Path, fingerprints: Path,
     part none of whose papers changed or went is hard-linked, not read; a part that lost some is
     rewritten without them; the new papers' terms go to new parts. When the folder would hold more
     than MAX_PARTS parts, its smallest are merged into one, so the parts stay few and large."""
-    folder.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(folder, ignore_errors=True)  # a retried step's parts
+    folder.mkdir(parents=True)
     with connection(temp_directory) as con:
         con.execute(f"CREATE TEMP TABLE documents AS {documents_sql(papers, paper_names)}")
         con.execute("CREATE TEMP TABLE placed (paper_id VARCHAR, part VARCHAR)")  # where each paper's rows are

@@ -18,6 +18,7 @@ keeps: publishing links a staged table into the lake's data path instead of writ
 The stage is private to the pipeline; analysts read the published warehouse.
 """
 
+import errno
 import functools
 import json
 import os
@@ -241,15 +242,14 @@ def known_files(warehouse: Path, manifest_frame: pl.DataFrame | None, parsed_by:
     return manifest_frame.filter(pl.col("batch").is_in(staged) & (pl.col("parsed_by") == parsed_by))
 
 
-DELTA = ".delta"  # beside a landing table: the rows its suite checks validate (delta_path)
+def delta_path(table_path: Path, build: str) -> Path:
+    """The rows of a staged landing table that its suite checks validate under ``build``
+    (build_info.fingerprint), which chose them: ``<table>.delta-<build>.parquet``. Another
+    build finds none, and validates the whole table."""
+    return table_path.with_name(f"{table_path.name.removesuffix('.parquet')}.delta-{build[:16]}.parquet")
 
 
-def delta_path(table_path: Path) -> Path:
-    """The rows of a staged landing table that its suite checks validate: ``<table>.delta.parquet``."""
-    return table_path.with_name(table_path.name.removesuffix(".parquet") + f"{DELTA}.parquet")
-
-
-def stage_landing_tables(warehouse: Path, manifest_frame: pl.DataFrame, folder: Path,
+def stage_landing_tables(warehouse: Path, manifest_frame: pl.DataFrame, folder: Path, build: str,
                          to_validate: Collection[str] | None = None) -> dict[str, Path]:
     """Each parsed table with the rows of exactly the manifest's files, each from the batch the
     manifest names, staged in ``folder`` as a folder of Parquet parts, ``<table>.parquet.partial/``
@@ -259,13 +259,13 @@ def stage_landing_tables(warehouse: Path, manifest_frame: pl.DataFrame, folder: 
     after a small change costs its own batch, not the whole table. Rows come batch by batch, each
     in source_file order: a table has no order (ORDER BY when it matters).
 
-    Beside each table, ``<table>.delta.parquet/`` (delta_path) holds the same way the rows of the
-    files ``to_validate`` (None: every file): what the table's suite checks validate.
+    Beside each table, ``delta_path(table, build)`` holds the same way the rows of the files
+    ``to_validate`` (None: every file), which ``build`` chose: what its suite checks validate.
 
     Raises FileNotFoundError naming a batch that is not staged."""
     schemas = {table: frame.schema for table, frame in ingest.file_tables([]).items()}
     out = {table: folder / f"{table}.parquet.partial" for table in schemas}
-    deltas = {table: delta_path(folder / f"{table}.parquet").with_suffix(".partial") for table in schemas}
+    deltas = {table: delta_path(folder / f"{table}.parquet", build).with_suffix(".parquet.partial") for table in schemas}
     for path in [*out.values(), *deltas.values()]:
         shutil.rmtree(path, ignore_errors=True)
         path.mkdir(parents=True)
@@ -289,7 +289,7 @@ def stage_landing_tables(warehouse: Path, manifest_frame: pl.DataFrame, folder: 
         for target, parts_written in ((out[table], count), (deltas[table], delta_count)):
             if not parts_written:
                 write(pl.DataFrame(schema=schema), target / f"{0:06d}.parquet")
-        final = delta_path(folder / f"{table}.parquet")
+        final = delta_path(folder / f"{table}.parquet", build)
         shutil.rmtree(final, ignore_errors=True)
         deltas[table].replace(final)
     return out
@@ -305,11 +305,20 @@ def _select_part(source: Path, held: set[str], wanted: set[str], target: Path) -
 
 
 def link_or_copy(source: Path, target: Path) -> None:
-    """A second name for ``source``'s bytes: later removing either name leaves the other whole."""
+    """A second name for ``source``'s bytes: later removing either name leaves the other whole.
+    Never writes into an existing ``target`` (it may be another name of a published file)."""
     try:
         os.link(source, target)
-    except OSError:  # another device, or a file system without hard links
-        shutil.copyfile(source, target)
+    except OSError as exc:
+        if exc.errno not in _NO_HARD_LINK:
+            raise
+        partial = target.with_name(target.name + ".partial")
+        shutil.copyfile(source, partial)
+        partial.replace(target)
+
+
+# Why a hard link cannot be made where a copy can: another device, a file system without them.
+_NO_HARD_LINK = {errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP}
 
 
 def prune_batches(warehouse: Path, keep: set[str]) -> int:

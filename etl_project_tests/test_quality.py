@@ -277,3 +277,20 @@ def test_definitions_do_not_import_great_expectations():
         capture_output=True, text=True, check=True,
     )
     assert done.stdout.strip() == "False"
+
+
+def test_landing_checks_validate_the_delta_their_build_chose_and_whole_tables_otherwise(tmp_path):
+    """A delta is used only by the build that chose its rows: tables staged by other code or
+    settings (a re-execution after an upgrade) are validated whole."""
+    from etl_project import stage
+    from etl_project.quality import background
+
+    check = suites.SUITE_CHECKS["records_suite"]
+    paths = {table: tmp_path / f"{table}.parquet" for table in check.tables}
+    for path in paths.values():
+        stage.delta_path(path, "b1" * 16).mkdir(parents=True)
+    assert background.validated_paths(check, paths, "b1" * 16) == {t: stage.delta_path(p, "b1" * 16) for t, p in paths.items()}
+    assert background.validated_paths(check, paths, "b2" * 16) == paths
+    assert background.validated_paths(check, paths, None) == paths
+    whole = suites.SUITE_CHECKS["papers_suite"]
+    assert background.validated_paths(whole, {"papers": tmp_path / "papers.parquet"}, "b1" * 16) == {"papers": tmp_path / "papers.parquet"}

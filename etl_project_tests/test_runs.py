@@ -14,6 +14,7 @@ from etl_project import landing, stage
 from etl_project.defs import launch
 from etl_project.defs.assets import PUBLISHED_TABLES
 from etl_project.defs.resources import EtlSettings
+from etl_project.lake import Lake
 from etl_project_tests.conftest import materialize_all
 from etl_project_tests.warehouse_helpers import query
 
@@ -72,8 +73,9 @@ def test_runs_follow_the_folder_new_changed_removed(tmp_path: Path, instance):
     assert manifest(warehouse, first)["key"].to_list() == ["a.txt", "b.txt"]
 
     # The files whose rows passed this build's landing suites: those the snapshot holds.
-    assert launch.files_validated(warehouse, EtlSettings().build_fingerprint())["source_file"].sort().to_list() == ["a.txt", "b.txt"]
-    assert launch.files_validated(warehouse, "another build").is_empty()
+    target = Lake.of(warehouse)
+    assert launch.files_validated(target, EtlSettings().build_fingerprint())["source_file"].sort().to_list() == ["a.txt", "b.txt"]
+    assert launch.files_validated(target, "another build").is_empty()
 
     # Unchanged folder: nothing to parse.
     plan = launch.plan_run(instance, landing_dir, warehouse)
@@ -112,6 +114,31 @@ def test_runs_follow_the_folder_new_changed_removed(tmp_path: Path, instance):
     assert validated_rows(result)["source_files_suite"] == 0  # no file new to the warehouse
     staged = {p.name for p in stage.batch_folder(warehouse, "x").parent.iterdir()}
     assert staged == {metadata["batch"]}
+
+
+def test_landing_suites_validate_the_files_not_yet_validated_and_a_bad_one_stops_the_publish(tmp_path: Path, instance, monkeypatch):
+    """Rows of published files are not validated again by the same code (a stricter suite patched
+    in after the first run does not see them), a new file's rows are, and a failing one stops the
+    publish while the snapshot stays as it was."""
+    from etl_project.quality import suites
+
+    landing_dir, warehouse = tmp_path / "landing", tmp_path / "wh"
+    landing_dir.mkdir()
+    (landing_dir / "a.txt").write_text(paper_list("A", *ABSTRACTS[:2]))  # ordinals 1 and 2
+    assert materialize_all(landing_dir, warehouse, instance).success
+    at_most_one = suites.Suite("raw_records", (suites.Rule("ExpectColumnValuesToBeBetween", {"column": "ordinal", "max_value": 1}),))
+    monkeypatch.setattr(suites, "RAW_RECORDS", at_most_one)
+
+    (landing_dir / "b.txt").write_text(paper_list("B", ABSTRACTS[2]))
+    result = materialize_all(landing_dir, warehouse, instance)
+    assert result.success and validated_rows(result)["raw_records_suite"] == 1  # b's row; a's ordinal 2 is not seen
+
+    (landing_dir / "c.txt").write_text(paper_list("C", *ABSTRACTS[3:5]))
+    result = materialize_all(landing_dir, warehouse, instance)
+    assert not result.success
+    blocking = [c.check_name for c in result.get_asset_check_evaluations() if not c.passed and c.severity == dg.AssetCheckSeverity.ERROR]
+    assert blocking == ["raw_records_suite"]
+    assert count(warehouse, "SELECT source_file FROM source_files ORDER BY 1") == [("a.txt",), ("b.txt",)]
 
 
 def test_a_run_is_needed_until_the_snapshot_holds_the_folder_as_it_is(tmp_path: Path, instance):

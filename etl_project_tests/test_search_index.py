@@ -274,7 +274,7 @@ def test_staged_terms_after_changes_equal_terms_made_from_scratch(papers, tmp_pa
     assert (again.computed, again.parts_written, again.parts_linked) == (0, 0, len(after))
 
 
-def test_staged_terms_merge_their_smallest_parts_and_ignore_another_build(papers, tmp_path, monkeypatch):
+def test_staged_terms_merge_their_smallest_parts(papers, tmp_path, monkeypatch):
     monkeypatch.setattr(search_terms, "BATCH_PAPERS", 40)
     monkeypatch.setattr(search_terms, "MAX_PARTS", 3)
     expected, previous, first = _stage(papers, tmp_path / "first")

@@ -115,11 +115,12 @@ def landing_tables(context: dg.AssetExecutionContext, etl: EtlSettings, parsed_f
     invariants across files over the whole tables (etl_project/integrity.py). The manifest is
     kept beside them: the publish records what they hold."""
     folder = stage.run_path(etl.warehouse, context.run_id, stage.LANDING_MANIFEST).parent
+    build = etl.build_fingerprint()
     validated = pl.DataFrame(schema={"source_file": pl.String, "sha256": pl.String})
     if not launch.full_refresh(context):
-        validated = launch.files_validated(etl.warehouse, etl.build_fingerprint())
+        validated = launch.files_validated(etl.lake, build)
     to_validate = parsed_files.join(validated, on=["source_file", "sha256"], how="anti")["source_file"]
-    parts = stage.stage_landing_tables(etl.warehouse, parsed_files, folder, set(to_validate))
+    parts = stage.stage_landing_tables(etl.warehouse, parsed_files, folder, build, set(to_validate))
     stage.write(parsed_files, folder / f"{stage.LANDING_MANIFEST}.parquet")
     for table, path in parts.items():
         frame = pl.scan_parquet(path)
@@ -217,7 +218,7 @@ def warehouse(context: dg.AssetExecutionContext, etl: EtlSettings, gx: GxValidat
     assets) must still line up, or nothing is published."""
     # The manifest the landing tables were stacked from, whichever run stacked them.
     manifest = pl.read_parquet(staged["source_files"].with_name(f"{stage.LANDING_MANIFEST}.parquet"))
-    failed = gx.blocking_failures(context, etl.warehouse, staged)
+    failed = gx.blocking_failures(context, etl.warehouse, staged, etl.build_fingerprint())
     if failed:
         raise dg.Failure(f"not publishing: {len(failed)} check(s) failed at ERROR severity: {', '.join(failed)}")
     tables = {name: pl.scan_parquet(path) for name, path in staged.items()}

@@ -18,6 +18,7 @@ import polars as pl
 
 from etl_project import ingest, landing, locks, settings, stage
 from etl_project.defs.resources import EtlSettings, staged_file
+from etl_project.lake import Lake
 
 PARSE_ASSET = "parsed_files"
 PID_TAG = "etl_project/pid"
@@ -121,14 +122,13 @@ def published_keys(plan: landing.Plan, warehouse: Path) -> frozenset[str]:
     return frozenset(k for k in candidates if ingest.source_file_name(landing.file_name(k)) in names)
 
 
-def files_validated(warehouse: Path, build: str) -> pl.DataFrame:
+def files_validated(target: Lake, build: str) -> pl.DataFrame:
     """(source_file, sha256) of the files the lake's current snapshot holds, when this ``build``
     published it: their rows passed this code's landing suites then. Empty when the snapshot was
     published by another build (the suites may have changed), by a rollback, or cannot be read."""
     from etl_project import lake, publish
 
     none = pl.DataFrame(schema={"source_file": pl.String, "sha256": pl.String})
-    target = lake.Lake.of(warehouse)
     if not target.exists():
         return none
     try:

@@ -109,14 +109,15 @@ class GxValidation(dg.ConfigurableResource):
         if context.run_id:
             background.forget(context.run_id)
 
-    def verdict(self, context: dg.AssetCheckExecutionContext, warehouse: Path, check: SuiteCheck) -> runner.SuiteResult:
+    def verdict(self, context: dg.AssetCheckExecutionContext, warehouse: Path, check: SuiteCheck, build: str) -> runner.SuiteResult:
         """``check``'s result on the tables as this run staged them (or, for a table it did not
         stage, as the latest materialization left it)."""
         paths = {table: staged_file(context.instance, warehouse, dg.AssetKey(table), context.run.run_id)
                  for table in check.tables}
-        return background.verdict(context.run.run_id, warehouse, check, paths)
+        return background.verdict(context.run.run_id, warehouse, check, paths, build)
 
-    def blocking_failures(self, context: dg.AssetExecutionContext, warehouse: Path, staged: Mapping[str, Path]) -> list[str]:
+    def blocking_failures(self, context: dg.AssetExecutionContext, warehouse: Path, staged: Mapping[str, Path],
+                          build: str) -> list[str]:
         """The suite checks that fail at ERROR severity on the tables about to be published
         (``staged``: each table's file), as ``asset:check``: what stops the publish. Waits for the
         validations this run started when it staged those files, and validates now the files it
@@ -126,7 +127,7 @@ class GxValidation(dg.ConfigurableResource):
             if not all(table in staged for table in check.tables):
                 continue
             paths = {table: staged[table] for table in check.tables}
-            if background.verdict(context.run.run_id, warehouse, check, paths).blocks:
+            if background.verdict(context.run.run_id, warehouse, check, paths, build).blocks:
                 failed.append(f"{check.asset}:{check.name}")
         return failed
 
@@ -153,7 +154,7 @@ class StageIOManager(dg.ConfigurableIOManager):
             stage.write(pl.scan_parquet(obj), path)
         else:
             stage.write(obj, path)
-        background.start_ready(context.run_id, self.etl.warehouse, asset)
+        background.start_ready(context.run_id, self.etl.warehouse, asset, self.etl.build_fingerprint())
 
     def load_input(self, context: dg.InputContext):
         path = staged_file(context.instance, self.etl.warehouse, context.asset_key, _producing_run(context))

@@ -29,11 +29,11 @@ _started: dict[tuple[str, str], tuple[dict[str, Path], Future]] = {}
 _lock = threading.Lock()
 
 
-def start(run_id: str, warehouse: Path, check: SuiteCheck, paths: dict[str, Path]) -> Future:
+def start(run_id: str, warehouse: Path, check: SuiteCheck, paths: dict[str, Path], build: str | None = None) -> Future:
     """The validation of ``check`` on ``paths`` (one staged file per table it reads) for this
     run of ``warehouse``, started now unless it was already. An error making the suite becomes
-    the future's error, so that the check's step reports it."""
-    paths = validated_paths(check, paths)
+    the future's error, so that the check's step reports it. ``build``: validated_paths."""
+    paths = validated_paths(check, paths, build)
     with _lock:
         known = _started.get((run_id, check.name))
         if known and known[0] == paths:
@@ -48,29 +48,31 @@ def start(run_id: str, warehouse: Path, check: SuiteCheck, paths: dict[str, Path
         return future
 
 
-def validated_paths(check: SuiteCheck, paths: dict[str, Path]) -> dict[str, Path]:
-    """The files ``check`` validates: each staged table's delta beside it for a check of the
-    landing rows new to the warehouse (SuiteCheck.delta), when staged (a table of an older release
-    has none: all its rows), else the tables themselves."""
-    if not check.delta:
+def validated_paths(check: SuiteCheck, paths: dict[str, Path], build: str | None) -> dict[str, Path]:
+    """The files ``check`` validates: for a check of the landing rows not yet validated
+    (SuiteCheck.delta), each staged table's delta that this ``build`` chose beside it; the tables
+    themselves when there is none (staged by other code or settings, which may validate otherwise)
+    or no build is given."""
+    if not check.delta or build is None:
         return paths
-    return {table: delta if (delta := stage.delta_path(path)).exists() else path for table, path in paths.items()}
+    deltas = {table: stage.delta_path(path, build) for table, path in paths.items()}
+    return deltas if all(path.exists() for path in deltas.values()) else paths
 
 
-def verdict(run_id: str, warehouse: Path, check: SuiteCheck, paths: dict[str, Path]) -> runner.SuiteResult:
+def verdict(run_id: str, warehouse: Path, check: SuiteCheck, paths: dict[str, Path], build: str | None = None) -> runner.SuiteResult:
     """The check's result on ``paths``: waits for the validation started earlier, or runs it now."""
-    return runner.GxWorker.result(start(run_id, warehouse, check, paths))
+    return runner.GxWorker.result(start(run_id, warehouse, check, paths, build))
 
 
-def start_ready(run_id: str, warehouse: Path, asset: str) -> None:
+def start_ready(run_id: str, warehouse: Path, asset: str, build: str | None = None) -> None:
     """``asset`` was just staged by this run: start every check that reads it and whose other
-    tables this run has staged too."""
+    tables this run has staged too (``build``: validated_paths)."""
     for check in SUITE_CHECKS.values():
         if asset not in check.tables:
             continue
         paths = {table: stage.run_path(warehouse, run_id, table) for table in check.tables}
         if all(path.exists() for path in paths.values()):
-            start(run_id, warehouse, check, paths)
+            start(run_id, warehouse, check, paths, build)
 
 
 def forget(run_id: str) -> None:
