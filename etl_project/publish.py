@@ -3,9 +3,9 @@
 Each table's rows are written once, by Polars, as zstd Parquet files under the lake's data path
 (``<data>/main/<table>/etl-<run>-<uuid>.parquet``) and registered in place with
 ``ducklake_add_data_files``. A table handed over as a file or a folder of parts (the run's stage
-writes zstd) is hard-linked there, part by part, not rewritten; only a file in another codec, or a data path on another device
-or in object storage, costs a copy. One DuckLake transaction then replaces every
-table's rows, creates search_papers and the views, and commits with a message naming the
+writes zstd) is hard-linked there, part by part, not rewritten; only a file in another codec, or a
+data path on another device or in object storage, costs a copy. One DuckLake transaction then
+replaces every table's rows, creates search_papers and the views, and commits with a message naming the
 Dagster run: a reader sees the previous snapshot or this one, never half of each, and a run that
 fails or is killed before the commit leaves the previous snapshot current. Data files that no
 snapshot lists (a killed run's) are deleted by the next publish, which holds the run lock; files
