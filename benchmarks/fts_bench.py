@@ -61,6 +61,7 @@ import etl_project
 from etl_project import lake, publish, search_terms
 from etl_project.enrich import markup, names
 from etl_project.lake import literal
+from etl_project.search_terms import parquet
 
 WAYS = ("pragma", "terms", "terms-1%", "asset-1%")
 # Two phrases, one frequent word (the corpus generator never writes "benchmark"), only stopwords.
@@ -87,10 +88,6 @@ def read_papers(corpus: Path, count: int) -> pl.DataFrame:
         abstract=pl.col("abstract"),
         abstract_plain=markup.plain_text(pl.col("abstract")),
     )
-
-
-def parquet(path: Path) -> str:
-    return f"read_parquet({literal(str(path))})"
 
 
 # --- the ways, each run in a child process -----------------------------------------------------

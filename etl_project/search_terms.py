@@ -4,10 +4,10 @@ A paper's search document is its names (each name with its long form, in name_ra
 plain text, as ``DOCUMENTS`` selects them. Its terms are what DuckDB's ``fts`` extension makes of
 that document (its tokenizer, English stopwords out, Porter stems), counted per paper:
 ``paper_terms`` holds ``(paper_id, term, tf, doc_terms)``, staged as parts each sorted by paper_id
-and term. BM25's corpus statistics (how many papers hold a term, the mean document length) are not stored: the
-lake's ``search_papers`` computes them at query time (etl_project/warehouse_sql.py), so a paper's
-rows depend on its own texts only and a run works out the rows of the papers whose texts changed,
-taking every other paper's from the previous run's table.
+and term. BM25's corpus statistics (how many papers hold a term, the mean document length) are
+not stored: the lake's ``search_papers`` computes them at query time (etl_project/warehouse_sql.py),
+so a paper's rows depend on its own texts only and a run works out the rows of the papers whose
+texts changed, taking every other paper's from the previous run's table (``stage_terms``).
 
 The terms are made set-based, several times faster than the extension's ``PRAGMA
 create_fts_index``: texts are cut at spaces (cheap), each distinct chunk goes once through the
