@@ -47,12 +47,13 @@ def peak_rss_mb() -> float:
     return kb * 1024 / 1e6
 
 
-def paper_terms(staged: Path) -> pl.LazyFrame:
+def paper_terms(staged: Path, variants: pl.DataFrame) -> pl.LazyFrame:
     """The paper_terms asset of a full refresh (etl_project/defs/enrich.py: search_terms.stage_terms,
     no previous table): a folder of parts beside the fingerprint sidecar; its scan."""
     folder = staged / "paper_terms.parquet"
     search_terms.stage_terms(*(search_terms.parquet(staged / f"{name}.parquet") for name in ("papers", "paper_names")),
-                             folder, staged / "paper_terms.fingerprints.parquet", "bench", temp_directory=staged / "duckdb_tmp")
+                             folder, staged / "paper_terms.fingerprints.parquet", "bench", temp_directory=staged / "duckdb_tmp",
+                             variants=search_terms.variants_of(variants))
     return pl.scan_parquet(folder)
 
 
@@ -107,12 +108,13 @@ def run_core(landing: Path, warehouse: Path, near: bool = True, enrich: bool = T
     check("papers", "paper_occurrences", "source_overlap")
     if enrich:
         with timed("enrich"):
-            tables["paper_links"] = keep("paper_links", links.extract_links(dedup.variant_texts(papers, occurrences, records)))
+            variants = dedup.variant_texts(papers, occurrences, records)
+            tables["paper_links"] = keep("paper_links", links.extract_links(variants))
             tables["paper_names"] = keep("paper_names", names.extract_names(papers))
             tables["paper_topics"] = keep("paper_topics", topics.tag_topics(papers, topics.load_taxonomy()))
         check("paper_links", "paper_names", "paper_topics")
         with timed("paper_terms"):
-            tables["paper_terms"] = paper_terms(staged)  # staged already, as the asset stages it
+            tables["paper_terms"] = paper_terms(staged, variants)  # staged already, as the asset stages it
         check("paper_terms")
     with timed("publish"):
         problems = integrity.cross_table_problems(tables)

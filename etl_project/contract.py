@@ -176,14 +176,15 @@ TABLES: dict[str, Table] = {t.name: t for t in (
     ),
     Table(
         "paper_terms", "one row per (paper, search term)",
-        "What search_papers scores: the terms of each paper's names and plain text, as DuckDB's fts extension "
-        "makes them (its tokenizer, English stopwords out, Porter stems), with their counts. BM25's corpus "
-        "statistics are computed from it at query time.",
+        "What search_papers scores: the terms of each paper's names, plain text and its near-duplicate variants' "
+        "plain texts, as DuckDB's fts extension makes them (its tokenizer, English stopwords out, Porter stems), "
+        "with their counts. BM25's corpus statistics are computed from it at query time.",
         {
             "paper_id": "The paper (papers.paper_id).",
-            "term": "A stemmed term of the paper's names or plain text.",
-            "tf": "How often the paper's names and plain text hold the term.",
-            "doc_terms": "Terms in the paper's names and plain text in all (BM25's document length).",
+            "term": "A stemmed term of the paper's names, plain text or a variant's text.",
+            "tf": "How often the names hold the term plus the most any one of the paper's texts (its plain text "
+                  "or a variant's) holds it: words a variant shares with the canonical text are not counted twice.",
+            "doc_terms": "The paper's tf summed over its terms (BM25's document length).",
         },
     ),
 )}

@@ -1,10 +1,15 @@
 """What full-text search scores: each paper's search terms and how often it holds each one.
 
-A paper's search document is its names (each name with its long form, in name_rank order) and its
-plain text, as ``DOCUMENTS`` selects them. Its terms are what DuckDB's ``fts`` extension makes of
-that document (its tokenizer, English stopwords out, Porter stems), counted per paper:
+A paper's search document is its names (each name with its long form, in name_rank order), its
+plain text, as ``DOCUMENTS`` selects them, and the plain text of its near-duplicate variants (texts
+of its records other than the canonical one, which can hold words the canonical lacks: "Code is
+available at ...", an edited sentence). Its terms are what DuckDB's ``fts`` extension makes of
+those texts (its tokenizer, English stopwords out, Porter stems), counted per paper:
 ``paper_terms`` holds ``(paper_id, term, tf, doc_terms)``, staged as parts each sorted by paper_id
-and term. BM25's corpus statistics (how many papers hold a term, the mean document length) are
+and term. A term's count is its count in the names plus its largest count in any one of the
+paper's texts, so a paper's variants add the words they bring without counting the words they
+share with the canonical text again; a paper without variants is counted as the extension's
+index counts its document. BM25's corpus statistics (how many papers hold a term, the mean document length) are
 not stored: the lake's ``search_papers`` computes them at query time (etl_project/warehouse_sql.py),
 so a paper's rows depend on its own texts only and a run works out the rows of the papers whose
 texts changed, taking every other paper's from the previous run's table (``stage_terms``).
@@ -29,6 +34,7 @@ import duckdb
 import polars as pl
 
 from etl_project import lake, stage
+from etl_project.enrich.markup import with_plain_text
 from etl_project.lake import literal
 
 FIELDS = ("names", "abstract_plain")
@@ -45,7 +51,11 @@ DOCUMENTS = """
         ) AS n USING (paper_id)"""
 # What a paper's terms are made from, told apart by 128 bits (md5: the same in every DuckDB).
 FINGERPRINT = "md5_number_lower({text}) AS fp_a, md5_number_upper({text}) AS fp_b"
-_FINGERPRINT_TEXT = "concat(coalesce(names, chr(1)), chr(0), coalesce(abstract_plain, chr(1)))"
+_FINGERPRINT_TEXT = ("concat(coalesce(names, chr(1)), chr(0), coalesce(abstract_plain, chr(1)), chr(0), "
+                     "coalesce(array_to_string(variants, chr(2)), chr(1)))")
+# A paper's variants (paper_id, abstract: raw texts other than its canonical one), as a list.
+_VARIANT_LISTS = "SELECT paper_id, list(abstract ORDER BY abstract) AS variants FROM {variants} GROUP BY paper_id"
+VARIANTS_SCHEMA = {"paper_id": pl.String, "abstract": pl.String}
 # DuckDB's memory limit while the terms are made: sorts and aggregates spill to its temp
 # directory beyond it.
 MEMORY_GIB = 1
@@ -72,16 +82,26 @@ def connection(temp_directory: Path | None = None) -> Iterator[duckdb.DuckDBPyCo
         con.close()
 
 
-def documents_sql(papers: str, paper_names: str) -> str:
-    """Every paper's search document and fingerprint, from two Parquet files (or SQL relations)."""
-    return (f"WITH papers AS (FROM {papers}), paper_names AS (FROM {paper_names}) "
-            f"SELECT *, {FINGERPRINT.format(text=_FINGERPRINT_TEXT)} FROM ({DOCUMENTS})")
+def documents_sql(papers: str, paper_names: str, variants: str) -> str:
+    """Every paper's search document (FIELDS and ``variants``, the list of its variants' raw
+    texts) and fingerprint, from three Parquet files (or SQL relations)."""
+    return (f"WITH papers AS (FROM {papers}), paper_names AS (FROM {paper_names}), "
+            f"variant_lists AS ({_VARIANT_LISTS.format(variants=variants)}) "
+            f"SELECT *, {FINGERPRINT.format(text=_FINGERPRINT_TEXT)} "
+            f"FROM ({DOCUMENTS}) LEFT JOIN variant_lists USING (paper_id)")
 
 
-def terms_sql(documents: str) -> str:
+def terms_sql(documents: str, variants: str | None = None) -> str:
     """``(paper_id, term, tf, doc_terms)`` of the papers of the relation ``documents`` (paper_id
-    and FIELDS), sorted by paper_id and term; a ``connection``'s tokenize macro and stopwords."""
-    chunks = " UNION ALL ".join(f"SELECT paper_id, unnest(string_split({field}, ' ')) AS chunk FROM {documents}" for field in FIELDS)
+    and FIELDS) and of ``variants`` (paper_id, text_no from 1, plain: their variants' plain texts),
+    sorted by paper_id and term; a ``connection``'s tokenize macro and stopwords."""
+    # text_no: -1 for the names, whose counts add up; 0 for the plain text and 1... for the
+    # variants, of which each term takes its largest count.
+    texts = [f"SELECT paper_id, -1 AS text_no, names AS text FROM {documents}",
+             f"SELECT paper_id, 0 AS text_no, abstract_plain AS text FROM {documents}"]
+    if variants is not None:
+        texts.append(f"SELECT paper_id, text_no, plain AS text FROM {variants}")
+    chunks = " UNION ALL ".join(f"SELECT paper_id, text_no, unnest(string_split(text, ' ')) AS chunk FROM ({sql})" for sql in texts)
     return f"""
         WITH chunks AS ({chunks}),
         cut AS (
@@ -93,9 +113,15 @@ def terms_sql(documents: str) -> str:
             WHERE w IS NOT NULL AND len(w) > 0 AND w NOT IN (SELECT sw FROM {_FTS}.stopwords)
         ),
         chunk_terms AS (SELECT cut.chunk, list(stems.term) AS terms FROM cut JOIN stems USING (w) GROUP BY cut.chunk),
+        per_text AS (
+            SELECT paper_id, text_no, term, count(*) AS n
+            FROM (SELECT c.paper_id, c.text_no, unnest(t.terms) AS term FROM chunks AS c JOIN chunk_terms AS t USING (chunk))
+            GROUP BY paper_id, text_no, term
+        ),
         counted AS (
-            SELECT paper_id, term, count(*)::INTEGER AS tf
-            FROM (SELECT c.paper_id, unnest(t.terms) AS term FROM chunks AS c JOIN chunk_terms AS t USING (chunk))
+            SELECT paper_id, term,
+                   (coalesce(sum(n) FILTER (WHERE text_no < 0), 0) + coalesce(max(n) FILTER (WHERE text_no >= 0), 0))::INTEGER AS tf
+            FROM per_text
             GROUP BY paper_id, term
         )
         SELECT paper_id, term, tf, sum(tf) OVER (PARTITION BY paper_id)::INTEGER AS doc_terms
@@ -114,10 +140,13 @@ class StagedTerms:
 
 
 def stage_terms(papers: str, paper_names: str, folder: Path, fingerprints: Path, build: str,
-                previous: tuple[Path, Path] | None = None, temp_directory: Path | None = None) -> StagedTerms:
+                previous: tuple[Path, Path] | None = None, temp_directory: Path | None = None,
+                variants: pl.DataFrame | None = None) -> StagedTerms:
     """``paper_terms`` of the papers of ``papers`` and ``paper_names`` (SQL relations such as
-    ``read_parquet(...)``) staged into ``folder``, a folder of Parquet parts (each sorted by
-    paper_id and term), and each paper's fingerprint and part into the file ``fingerprints``.
+    ``read_parquet(...)``) and of their ``variants`` (VARIANTS_SCHEMA: the raw texts of each paper
+    other than its canonical one; None: no paper has any) staged into ``folder``, a folder of
+    Parquet parts (each sorted by paper_id and term), and each paper's fingerprint and part into
+    the file ``fingerprints``.
 
     ``previous`` is the previous table's folder and fingerprints, by the same ``build``: a paper
     whose fingerprint did not change keeps its rows, only the others are worked out. A previous
@@ -127,7 +156,9 @@ def stage_terms(papers: str, paper_names: str, folder: Path, fingerprints: Path,
     shutil.rmtree(folder, ignore_errors=True)  # a retried step's parts
     folder.mkdir(parents=True)
     with connection(temp_directory) as con:
-        con.execute(f"CREATE TEMP TABLE documents AS {documents_sql(papers, paper_names)}")
+        con.register("variant_texts", pl.DataFrame(schema=VARIANTS_SCHEMA) if variants is None else variants.select(VARIANTS_SCHEMA.keys()))
+        con.execute(f"CREATE TEMP TABLE documents AS {documents_sql(papers, paper_names, 'variant_texts')}")
+        con.unregister("variant_texts")
         con.execute("CREATE TEMP TABLE placed (paper_id VARCHAR, part VARCHAR)")  # where each paper's rows are
         linked = written = 0
         if previous is not None:
@@ -169,12 +200,22 @@ def _write_new_parts(con: duckdb.DuckDBPyConnection, documents: str, folder: Pat
     prefix = stage.new_batch_id()  # the parts' names sort in paper_id order
     for batch in range(batches):
         name = f"{prefix}-{batch:05d}.parquet"
-        con.execute(f"COPY ({terms_sql(f'(FROM batched WHERE batch = {batch})')}) TO {literal(str(folder / name))} "
-                    "(FORMAT parquet, COMPRESSION zstd)")
+        con.register("batch_variants", _plain_variants(
+            con.execute("SELECT paper_id, unnest(variants) AS abstract FROM batched WHERE batch = ?", [batch]).pl()))
+        con.execute(f"COPY ({terms_sql(f'(FROM batched WHERE batch = {batch})', 'batch_variants')}) "
+                    f"TO {literal(str(folder / name))} (FORMAT parquet, COMPRESSION zstd)")
+        con.unregister("batch_variants")
         # A paper without terms is placed too: at worst its part is rewritten for nothing once.
         con.execute("INSERT INTO placed SELECT paper_id, ? FROM batched WHERE batch = ?", [name, batch])
     con.execute("DROP TABLE batched")
     return batches
+
+
+def _plain_variants(variants: pl.DataFrame) -> pl.DataFrame:
+    """``(paper_id, text_no, plain)``: the plain text of each variant (VARIANTS_SCHEMA), numbered
+    from 1 within its paper. Worked out here, for the papers whose terms are made, not for all."""
+    return with_plain_text(variants.cast(VARIANTS_SCHEMA), "abstract", "plain").select(
+        "paper_id", text_no=pl.int_range(1, pl.len() + 1, dtype=pl.Int64).over("paper_id"), plain="plain")
 
 
 def _merge_smallest_parts(con: duckdb.DuckDBPyConnection, folder: Path) -> int:
@@ -209,9 +250,18 @@ def stopword_list() -> list[str]:
         return [word for (word,) in con.execute(f"SELECT sw FROM {_FTS}.stopwords ORDER BY sw").fetchall()]
 
 
-def paper_terms(papers: pl.DataFrame | pl.LazyFrame, paper_names: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
+def paper_terms(papers: pl.DataFrame | pl.LazyFrame, paper_names: pl.DataFrame | pl.LazyFrame,
+                variants: pl.DataFrame | None = None) -> pl.DataFrame:
     """``paper_terms`` of every paper, in memory (the asset streams from file to file instead)."""
     with connection() as con:
         con.register("papers_frame", papers.lazy().select("paper_id", "abstract_plain").collect())
         con.register("names_frame", paper_names.lazy().select("paper_id", "name", "long_name", "name_rank").collect())
-        return con.execute(terms_sql(f"({documents_sql('papers_frame', 'names_frame')})")).pl()
+        variants = pl.DataFrame(schema=VARIANTS_SCHEMA) if variants is None else variants.select(VARIANTS_SCHEMA.keys())
+        con.register("variants_frame", variants)
+        con.register("plain_frame", _plain_variants(variants))
+        return con.execute(terms_sql(f"({documents_sql('papers_frame', 'names_frame', 'variants_frame')})", "plain_frame")).pl()
+
+
+def variants_of(texts: pl.DataFrame) -> pl.DataFrame:
+    """The variants (VARIANTS_SCHEMA) of ``dedup.variant_texts``: every text but each paper's first."""
+    return texts.filter(~pl.col("paper_id").is_first_distinct()).select(VARIANTS_SCHEMA.keys())

@@ -362,6 +362,33 @@ def test_any_sequence_of_runs_equals_a_full_build(tmp_path_factory, steps):
             assert_same_as_full_build(landing_dir, warehouse, root / f"full{number}")
 
 
+def test_search_finds_a_paper_by_the_words_only_its_near_duplicate_variant_holds(tmp_path: Path, instance):
+    """b.txt holds a near duplicate of a.txt's text with "robust" edited to "stable": one paper,
+    whose canonical text lacks "stable". Search finds it by that word while b.txt is there, and
+    only that paper's terms are worked out again as b.txt comes and goes."""
+    landing_dir, warehouse = tmp_path / "landing", tmp_path / "wh"
+    landing_dir.mkdir()
+    (landing_dir / "a.txt").write_text(paper_list("A", TEXTS[0], TEXTS[3]))
+    found = "SELECT p.first_source_file, p.variant_count FROM search_papers('stable') JOIN papers AS p USING (paper_id)"
+    assert materialize_all(landing_dir, warehouse, instance).success
+    assert count(warehouse, found) == []
+
+    (landing_dir / "b.txt").write_text(paper_list("B", TEXTS[1]))
+    result = materialize_all(landing_dir, warehouse, instance)
+    assert result.success and count(warehouse, "SELECT count(*) FROM papers") == [(2,)]
+    assert count(warehouse, found) == [("a.txt", 2)]
+    terms = parse_metadata(result, "paper_terms")
+    assert (terms["papers_with_variants"], terms["papers_computed"], terms["papers_reused"]) == (1, 1, 1)
+    # The words the texts share are counted once: "robust" and "graph" as often as in one text.
+    tf = "SELECT term, tf FROM paper_terms WHERE term IN ('robust', 'stabl', 'graph') ORDER BY term"
+    assert count(warehouse, tf) == [("graph", 1), ("robust", 1), ("stabl", 1)]
+
+    (landing_dir / "b.txt").unlink()
+    result = materialize_all(landing_dir, warehouse, instance, allow_removals=True)
+    assert result.success and count(warehouse, found) == []
+    assert parse_metadata(result, "paper_terms")["papers_computed"] == 1
+
+
 def test_a_file_that_could_not_be_read_is_read_again_by_the_next_run(tmp_path: Path, instance, monkeypatch):
     from etl_project import ingest
 

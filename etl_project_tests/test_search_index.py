@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import etl_project
 from etl_project import lake, publish, search_terms, warehouse_sql
+from etl_project.enrich import markup
 
 FTS = "fts_search_papers"  # the extension's index of search.papers
 CORPUS_PY = Path(__file__).resolve().parents[1] / "benchmarks" / "corpus.py"
@@ -144,6 +145,44 @@ def test_the_terms_of_some_papers_are_the_rows_of_all(papers):
     assert _frames(some)["paper_terms"].equals(whole.filter(pl.col("paper_id").is_in([p for p, _, _ in some])))
 
 
+def _variants(papers) -> pl.DataFrame:
+    """Variants (raw texts) for every fifth paper: its text with words added and LaTeX markup,
+    the same text again (a repeat adds nothing), and for some a second variant."""
+    rows = []
+    for i, (paper_id, text, _) in enumerate(papers):
+        if i % 5:
+            continue
+        rows.append((paper_id, f"{text or ''} Code: \\textbf{{Zebrafish}} $\\alpha$-nets learning learning."))
+        rows.append((paper_id, text))
+        if i % 10 == 0:
+            rows.append((paper_id, f"Variant {i} rewrites it: learning robust graph models."))
+    return pl.DataFrame(rows, schema=search_terms.VARIANTS_SCHEMA, orient="row")
+
+
+def test_variants_add_each_term_at_its_largest_count_in_any_one_text(papers):
+    """A term's count is its count in the names plus its largest count in one of the paper's
+    texts (its plain text or a variant's): the texts, each made a paper of its own, give it."""
+    variants = _variants(papers)
+    frames = _frames(papers)
+    got = search_terms.paper_terms(frames["papers"], frames["paper_names"], variants)
+    plain = markup.with_plain_text(variants, "abstract", "abstract_plain").select("paper_id", "abstract_plain")
+    texts = pl.concat([frames["papers"], plain]).with_columns(text_id=pl.int_range(pl.len()).cast(pl.String))
+    no_names = frames["paper_names"].clear()
+    per_text = (search_terms.paper_terms(texts.select(paper_id="text_id", abstract_plain="abstract_plain"), no_names)
+                .join(texts.select(paper_id="text_id", owner="paper_id"), on="paper_id")
+                .group_by(paper_id="owner", term="term").agg(tf=pl.col("tf").max()))
+    nameless = frames["papers"].with_columns(abstract_plain=pl.lit(None, pl.String))
+    in_names = search_terms.paper_terms(nameless, frames["paper_names"]).select("paper_id", "term", "tf")
+    expected = (
+        pl.concat([per_text, in_names]).group_by("paper_id", "term").agg(pl.col("tf").sum().cast(pl.Int32))
+        .with_columns(doc_terms=pl.col("tf").sum().over("paper_id").cast(pl.Int32)).sort("paper_id", "term")
+    )
+    assert got.equals(expected)
+    assert got.height > frames["paper_terms"].height  # the variants brought words
+    without = frames["paper_terms"].filter(~pl.col("paper_id").is_in(variants["paper_id"].implode()))
+    assert got.filter(~pl.col("paper_id").is_in(variants["paper_id"].implode())).equals(without)
+
+
 # search_papers with its score left unrounded, as a temporary macro over the same lake tables.
 _UNROUNDED = "round(r.score, 4) AS score"
 
@@ -224,7 +263,7 @@ def test_cutting_at_spaces_first_gives_the_same_words(texts):
         assert by_chunk == whole, repr(text)
 
 
-def _stage(rows, folder: Path, previous: tuple[Path, Path] | None = None, build: str = "b1"):
+def _stage(rows, folder: Path, previous: tuple[Path, Path] | None = None, build: str = "b1", variants: pl.DataFrame | None = None):
     """stage_terms of ``rows`` into ``folder``/terms (parts) and ``folder``/fingerprints.parquet."""
     frames = _frames(rows)
     folder.mkdir(parents=True)
@@ -232,8 +271,9 @@ def _stage(rows, folder: Path, previous: tuple[Path, Path] | None = None, build:
         frames[name].write_parquet(folder / f"{name}.parquet")
     terms, sidecar = folder / "terms", folder / "fingerprints.parquet"
     done = search_terms.stage_terms(search_terms.parquet(folder / "papers.parquet"), search_terms.parquet(folder / "paper_names.parquet"),
-                                    terms, sidecar, build, previous)
-    return frames["paper_terms"], (terms, sidecar), done
+                                    terms, sidecar, build, previous, variants=variants)
+    expected = frames["paper_terms"] if variants is None else search_terms.paper_terms(frames["papers"], frames["paper_names"], variants)
+    return expected, (terms, sidecar), done
 
 
 def _parts(folder: Path) -> dict[str, pl.DataFrame]:
@@ -272,6 +312,21 @@ def test_staged_terms_after_changes_equal_terms_made_from_scratch(papers, tmp_pa
     # Nothing changed: every part linked, nothing worked out.
     _, _, again = _stage(rows, tmp_path / "again", (terms, sidecar))
     assert (again.computed, again.parts_written, again.parts_linked) == (0, 0, len(after))
+
+
+def test_staged_terms_of_papers_whose_variants_changed_are_worked_out_again(papers, tmp_path, monkeypatch):
+    monkeypatch.setattr(search_terms, "BATCH_PAPERS", 40)
+    variants = _variants(papers)
+    expected, previous, first = _stage(papers, tmp_path / "before", variants=variants)
+    assert pl.concat(_parts(previous[0]).values()).equals(expected) and first.computed == len(papers)
+    # One paper gains a variant, one loses all of its own, one has its variants in another order.
+    gains, loses = papers[1][0], papers[5][0]
+    reordered = variants.filter(pl.col("paper_id") != loses).reverse()
+    changed = pl.concat([reordered, pl.DataFrame({"paper_id": [gains], "abstract": ["Its variant: zebrafish atlases."]})])
+    expected, (terms, _), done = _stage(papers, tmp_path / "after", previous, variants=changed)
+    assert pl.concat(_parts(terms).values()).sort("paper_id", "term").equals(expected)
+    assert (done.computed, done.reused) == (2, len(papers) - 2)
+    assert expected.filter(pl.col("paper_id") == gains, pl.col("term") == "zebrafish").height == 1
 
 
 def test_staged_terms_merge_their_smallest_parts(papers, tmp_path, monkeypatch):

@@ -143,23 +143,26 @@ def paper_topics(context: dg.AssetExecutionContext, etl: EtlSettings, papers: pl
 
 @dg.asset(group_name="enrich", kinds={"duckdb"}, owners=OWNERS,
           ins={"papers": dg.AssetIn(dagster_type=Path), "paper_names": dg.AssetIn(dagster_type=Path)})
-def paper_terms(context: dg.AssetExecutionContext, etl: EtlSettings, papers: Path, paper_names: Path) -> dg.Output:
-    """Each paper's search terms and how often it holds each (its names and plain text through
-    DuckDB's fts tokenizer, stopwords and Porter stemmer): what search_papers scores with BM25,
-    whose corpus statistics it computes at query time. Worked out only for the papers whose
-    search text changed since the previous run's table; a full refresh works out every paper.
-    Rules: etl_project/search_terms.py."""
+def paper_terms(context: dg.AssetExecutionContext, etl: EtlSettings, papers: Path, paper_names: Path,
+                paper_occurrences: pl.LazyFrame, records: pl.LazyFrame) -> dg.Output:
+    """Each paper's search terms and how often it holds each (its names, plain text and its
+    near-duplicate variants' plain texts through DuckDB's fts tokenizer, stopwords and Porter
+    stemmer): what search_papers scores with BM25, whose corpus statistics it computes at query
+    time. Worked out only for the papers whose search texts changed since the previous run's
+    table; a full refresh works out every paper. Rules: etl_project/search_terms.py."""
     asset = context.asset_key.to_user_string()
     build = etl.build_fingerprint()
     out = stage.run_path(etl.warehouse, context.run_id, asset)
     folder, fingerprints = out.with_name(f"{out.name}.partial"), out.with_name(f"{FINGERPRINTS.format(asset=asset)}.parquet")
     previous = None if launch.full_refresh(context) else _previous_files(context, etl, asset, build)
-    staged = search_terms.stage_terms(search_terms.parquet(papers), search_terms.parquet(paper_names), folder, fingerprints, build,
-                                      previous, etl.warehouse / stage.STAGE / "duckdb_tmp")
+    variants = search_terms.variants_of(dedup.variant_texts(pl.scan_parquet(papers), paper_occurrences, records))
+    staged = search_terms.stage_terms(search_terms.parquet(papers), search_terms.parquet(paper_names), folder, fingerprints,
+                                      build, previous, etl.warehouse / stage.STAGE / "duckdb_tmp", variants)
     return dg.Output(
         folder,  # a folder of parts, moved into place by the IO manager
         metadata=non_empty({
             **table_metadata(pl.scan_parquet(folder), "paper_terms"),
+            "papers_with_variants": variants["paper_id"].n_unique(),
             "papers_computed": staged.computed,
             "papers_reused": staged.reused,
             "parts_linked": staged.parts_linked,
