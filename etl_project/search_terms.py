@@ -52,9 +52,10 @@ DOCUMENTS = """
 # What a paper's terms are made from, told apart by 128 bits (md5: the same in every DuckDB).
 FINGERPRINT = "md5_number_lower({text}) AS fp_a, md5_number_upper({text}) AS fp_b"
 _FINGERPRINT_TEXT = ("concat(coalesce(names, chr(1)), chr(0), coalesce(abstract_plain, chr(1)), chr(0), "
-                     "coalesce(array_to_string(variants, chr(2)), chr(1)))")
-# A paper's variants (paper_id, abstract: raw texts other than its canonical one), as a list.
-_VARIANT_LISTS = "SELECT paper_id, list(abstract ORDER BY abstract) AS variants FROM {variants} GROUP BY paper_id"
+                     "coalesce(variants_md5, chr(1)))")
+# What a paper's variants (paper_id, abstract: raw texts other than its canonical one) are, in
+# 128 bits: the texts themselves stay out of the documents table, which DuckDB holds whole.
+_VARIANTS_MD5 = "SELECT paper_id, md5(string_agg(abstract, chr(2) ORDER BY abstract)) AS variants_md5 FROM {variants} GROUP BY paper_id"
 VARIANTS_SCHEMA = {"paper_id": pl.String, "abstract": pl.String}
 # DuckDB's memory limit while the terms are made: sorts and aggregates spill to its temp
 # directory beyond it.
@@ -83,12 +84,12 @@ def connection(temp_directory: Path | None = None) -> Iterator[duckdb.DuckDBPyCo
 
 
 def documents_sql(papers: str, paper_names: str, variants: str) -> str:
-    """Every paper's search document (FIELDS and ``variants``, the list of its variants' raw
-    texts) and fingerprint, from three Parquet files (or SQL relations)."""
+    """Every paper's search document (FIELDS) and fingerprint, which covers its ``variants``
+    (VARIANTS_SCHEMA), from three Parquet files (or SQL relations)."""
     return (f"WITH papers AS (FROM {papers}), paper_names AS (FROM {paper_names}), "
-            f"variant_lists AS ({_VARIANT_LISTS.format(variants=variants)}) "
-            f"SELECT *, {FINGERPRINT.format(text=_FINGERPRINT_TEXT)} "
-            f"FROM ({DOCUMENTS}) LEFT JOIN variant_lists USING (paper_id)")
+            f"variant_digests AS ({_VARIANTS_MD5.format(variants=variants)}) "
+            f"SELECT * EXCLUDE (variants_md5), {FINGERPRINT.format(text=_FINGERPRINT_TEXT)} "
+            f"FROM ({DOCUMENTS}) LEFT JOIN variant_digests USING (paper_id)")
 
 
 def terms_sql(documents: str, variants: str | None = None) -> str:
@@ -155,8 +156,9 @@ def stage_terms(papers: str, paper_names: str, folder: Path, fingerprints: Path,
     than MAX_PARTS parts, its smallest are merged into one, so the parts stay few and large."""
     shutil.rmtree(folder, ignore_errors=True)  # a retried step's parts
     folder.mkdir(parents=True)
+    variants = pl.DataFrame(schema=VARIANTS_SCHEMA) if variants is None else variants.select(VARIANTS_SCHEMA.keys())
     with connection(temp_directory) as con:
-        con.register("variant_texts", pl.DataFrame(schema=VARIANTS_SCHEMA) if variants is None else variants.select(VARIANTS_SCHEMA.keys()))
+        con.register("variant_texts", variants)
         con.execute(f"CREATE TEMP TABLE documents AS {documents_sql(papers, paper_names, 'variant_texts')}")
         con.unregister("variant_texts")
         con.execute("CREATE TEMP TABLE placed (paper_id VARCHAR, part VARCHAR)")  # where each paper's rows are
@@ -179,7 +181,7 @@ def stage_terms(papers: str, paper_names: str, folder: Path, fingerprints: Path,
                 con.execute("UPDATE placed SET part = ? WHERE part = ?", [name, part])
                 written += 1
         computed = con.execute("SELECT count(*) FROM documents ANTI JOIN placed USING (paper_id)").fetchone()[0]
-        written += _write_new_parts(con, "(FROM documents ANTI JOIN placed USING (paper_id))", folder)
+        written += _write_new_parts(con, "(FROM documents ANTI JOIN placed USING (paper_id))", variants, folder)
         written += _merge_smallest_parts(con, folder)
         if not any(folder.glob("*.parquet")):  # no terms at all: still a table, with its columns
             con.execute(f"COPY ({terms_sql('(FROM documents LIMIT 0)')}) TO {literal(str(folder / _part_name()))} "
@@ -190,7 +192,7 @@ def stage_terms(papers: str, paper_names: str, folder: Path, fingerprints: Path,
     return StagedTerms(computed, total - computed, linked, written)
 
 
-def _write_new_parts(con: duckdb.DuckDBPyConnection, documents: str, folder: Path) -> int:
+def _write_new_parts(con: duckdb.DuckDBPyConnection, documents: str, variants: pl.DataFrame, folder: Path) -> int:
     """The terms of ``documents`` into new parts of ``folder``, placed; returns how many parts.
     Made BATCH_PAPERS papers at a time, in paper_id order, each batch in memory: one statement over
     a million papers would sort and aggregate ~50M rows, spilling far beyond MEMORY_GIB."""
@@ -200,8 +202,8 @@ def _write_new_parts(con: duckdb.DuckDBPyConnection, documents: str, folder: Pat
     prefix = stage.new_batch_id()  # the parts' names sort in paper_id order
     for batch in range(batches):
         name = f"{prefix}-{batch:05d}.parquet"
-        con.register("batch_variants", _plain_variants(
-            con.execute("SELECT paper_id, unnest(variants) AS abstract FROM batched WHERE batch = ?", [batch]).pl()))
+        ids = con.execute("SELECT paper_id FROM batched WHERE batch = ?", [batch]).pl()["paper_id"]
+        con.register("batch_variants", _plain_variants(variants.filter(pl.col("paper_id").is_in(ids.implode()))))
         con.execute(f"COPY ({terms_sql(f'(FROM batched WHERE batch = {batch})', 'batch_variants')}) "
                     f"TO {literal(str(folder / name))} (FORMAT parquet, COMPRESSION zstd)")
         con.unregister("batch_variants")
