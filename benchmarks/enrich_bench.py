@@ -4,7 +4,7 @@ Papers are the seeds' abstracts, each copy made distinct by a numbered sentence 
 and markup occur at the seeds' rates). Prints the median of several runs per stage: the plain
 text, links, names and topics in Polars; ``paper_terms`` (what ``search_papers`` scores) by
 ``search_terms.stage_terms`` from the papers' and names' Parquet files to a folder of parts, for
-every paper (a full refresh); then, once, the publish of papers, paper_names and paper_terms as a lake, and
+every paper (a full refresh; the papers have no near-duplicate variants); then, once, the publish of papers, paper_names and paper_terms as a lake, and
 ``search_papers`` queries on it.
 
     PYTHONPATH=$PWD python benchmarks/enrich_bench.py --papers 100000 --repeat 3
@@ -74,7 +74,7 @@ def main() -> None:
 
         def build_terms() -> int:
             shutil.rmtree(terms, ignore_errors=True)
-            sources = (search_terms.parquet(path) for path in inputs.values())
+            sources = (pl.scan_parquet(path) for path in inputs.values())
             search_terms.stage_terms(*sources, terms, work / "fingerprints.parquet", "bench", temp_directory=work / "duckdb_tmp")
             return pl.scan_parquet(terms).select(pl.len()).collect().item()
 

@@ -2,8 +2,9 @@
 
 ``search_papers`` scores BM25 over the ``paper_terms`` table (etl_project/search_terms.py) and
 computes the corpus statistics at query time; the fts extension's index is the reference. Each
-build reads the same two Parquet files (papers, paper_names) and runs, timed from its connection's
-start to the end of its last statement, in one of these ways:
+build reads the same two Parquet files (papers, paper_names; no paper has near-duplicate variants,
+whose texts the asset adds to a paper's terms) and runs, timed from its connection's start to the
+end of its last statement, in one of these ways:
 
 - ``pragma``: the extension's ``PRAGMA create_fts_index`` (porter, english stopwords, DuckDB's
   default memory limit, in memory) over ``search_terms.DOCUMENTS``, the table made from the files
@@ -111,7 +112,7 @@ def build_pragma(work: Path, out: Path, mark) -> dict:
 
 
 def build_terms(work: Path, out: Path, mark, papers: str = "papers", paper_names: str = "paper_names") -> dict:
-    sources = (parquet(work / f"{papers}.parquet"), parquet(work / f"{paper_names}.parquet"))
+    sources = (pl.scan_parquet(work / f"{papers}.parquet"), pl.scan_parquet(work / f"{paper_names}.parquet"))
     search_terms.stage_terms(*sources, out, out.with_name("fingerprints.parquet"), "bench", temp_directory=work / "duckdb_tmp")
     return {"rows": pl.scan_parquet(out).select(pl.len()).collect().item(), "mb": _size_mb(out)}
 
@@ -122,7 +123,7 @@ def build_terms_sample(work: Path, out: Path, mark) -> dict:
 
 def build_asset_increment(work: Path, out: Path, mark) -> dict:
     """The paper_terms asset's incremental run (search_terms.stage_terms with the previous table)."""
-    sources = (parquet(work / "papers_changed.parquet"), parquet(work / "paper_names.parquet"))
+    sources = (pl.scan_parquet(work / "papers_changed.parquet"), pl.scan_parquet(work / "paper_names.parquet"))
     done = search_terms.stage_terms(*sources, out, out.with_name("fingerprints.parquet"), "bench",
                                     (work / "previous_terms", work / "previous_fingerprints.parquet"), work / "duckdb_tmp")
     rows = pl.scan_parquet(out).select(pl.len()).collect().item()
@@ -189,7 +190,7 @@ def prepare(work: Path, papers: pl.DataFrame, found: pl.DataFrame) -> None:
                                   .then(pl.col("abstract_plain") + " Revised with a corrected evaluation.")
                                   .otherwise(pl.col("abstract_plain")))
     changed.write_parquet(work / "papers_changed.parquet", compression="zstd")
-    search_terms.stage_terms(parquet(work / "papers.parquet"), parquet(work / "paper_names.parquet"), work / "previous_terms",
+    search_terms.stage_terms(pl.scan_parquet(work / "papers.parquet"), pl.scan_parquet(work / "paper_names.parquet"), work / "previous_terms",
                              work / "previous_fingerprints.parquet", "bench", temp_directory=work / "duckdb_tmp")
     shutil.rmtree(work / "duckdb_tmp", ignore_errors=True)
 

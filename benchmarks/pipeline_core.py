@@ -51,9 +51,9 @@ def paper_terms(staged: Path, variants: pl.DataFrame) -> pl.LazyFrame:
     """The paper_terms asset of a full refresh (etl_project/defs/enrich.py: search_terms.stage_terms,
     no previous table): a folder of parts beside the fingerprint sidecar; its scan."""
     folder = staged / "paper_terms.parquet"
-    search_terms.stage_terms(*(search_terms.parquet(staged / f"{name}.parquet") for name in ("papers", "paper_names")),
+    search_terms.stage_terms(*(pl.scan_parquet(staged / f"{name}.parquet") for name in ("papers", "paper_names")),
                              folder, staged / "paper_terms.fingerprints.parquet", "bench", temp_directory=staged / "duckdb_tmp",
-                             variants=search_terms.variants_of(variants))
+                             variants=variants)
     return pl.scan_parquet(folder)
 
 
@@ -108,8 +108,10 @@ def run_core(landing: Path, warehouse: Path, near: bool = True, enrich: bool = T
     check("papers", "paper_occurrences", "source_overlap")
     if enrich:
         with timed("enrich"):
-            variants = dedup.variant_texts(papers, occurrences, records)
-            tables["paper_links"] = keep("paper_links", links.extract_links(variants))
+            texts = dedup.variant_texts(papers, occurrences, records)
+            tables["paper_links"] = keep("paper_links", links.extract_links(texts))
+            variants = search_terms.variants_of(texts)  # what paper_terms reads (the asset finds them itself)
+            del texts
             tables["paper_names"] = keep("paper_names", names.extract_names(papers))
             tables["paper_topics"] = keep("paper_topics", topics.tag_topics(papers, topics.load_taxonomy()))
         check("paper_links", "paper_names", "paper_topics")

@@ -182,8 +182,9 @@ TABLES: dict[str, Table] = {t.name: t for t in (
         {
             "paper_id": "The paper (papers.paper_id).",
             "term": "A stemmed term of the paper's names, plain text or a variant's text.",
-            "tf": "How often the names hold the term plus the most any one of the paper's texts (its plain text "
-                  "or a variant's) holds it: words a variant shares with the canonical text are not counted twice.",
+            "tf": "How often the names hold the term, plus how often the plain text does or, for a term the plain "
+                  "text lacks, the most any one variant does: words a variant shares with the canonical text are "
+                  "not counted again.",
             "doc_terms": "The paper's tf summed over its terms (BM25's document length).",
         },
     ),

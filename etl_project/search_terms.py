@@ -1,15 +1,16 @@
 """What full-text search scores: each paper's search terms and how often it holds each one.
 
-A paper's search document is its names (each name with its long form, in name_rank order), its
-plain text, as ``DOCUMENTS`` selects them, and the plain text of its near-duplicate variants (texts
+A paper's search document is its names (each name with its long form, in name_rank order) and its
+plain text, as ``DOCUMENTS`` selects them, plus the plain text of its near-duplicate variants (texts
 of its records other than the canonical one, which can hold words the canonical lacks: "Code is
 available at ...", an edited sentence). Its terms are what DuckDB's ``fts`` extension makes of
 those texts (its tokenizer, English stopwords out, Porter stems), counted per paper:
 ``paper_terms`` holds ``(paper_id, term, tf, doc_terms)``, staged as parts each sorted by paper_id
-and term. A term's count is its count in the names plus its largest count in any one of the
-paper's texts, so a paper's variants add the words they bring without counting the words they
-share with the canonical text again; a paper without variants is counted as the extension's
-index counts its document. BM25's corpus statistics (how many papers hold a term, the mean document length) are
+and term. A term's count is its count in the names plus its count in the plain text or, for a
+term the plain text lacks, its largest count in one variant: variants add the words they bring,
+and the words they share with the canonical text are not counted again. A paper without variants
+is counted as the extension's index counts its document. A paper whose variants differ much (a
+large near-duplicate cluster) holds more terms, which BM25's length normalisation weighs against. BM25's corpus statistics (how many papers hold a term, the mean document length) are
 not stored: the lake's ``search_papers`` computes them at query time (etl_project/warehouse_sql.py),
 so a paper's rows depend on its own texts only and a run works out the rows of the papers whose
 texts changed, taking every other paper's from the previous run's table (``stage_terms``).
@@ -34,6 +35,7 @@ import duckdb
 import polars as pl
 
 from etl_project import lake, stage
+from etl_project.enrich import reuse
 from etl_project.enrich.markup import with_plain_text
 from etl_project.lake import literal
 
@@ -41,7 +43,7 @@ FIELDS = ("names", "abstract_plain")
 STEMMER, STOPWORDS = "porter", "english"
 # An empty table indexed by the extension, for its tokenize macro and stopwords.
 _TEMPLATE, _FTS = "etl_terms.template", "fts_etl_terms_template"
-# The search document of every paper of ``papers`` (paper_id, abstract_plain) and ``paper_names``.
+# The names and plain text of every paper of ``papers`` (paper_id, abstract_plain) and ``paper_names``.
 DOCUMENTS = """
         SELECT p.paper_id, n.names, p.abstract_plain
         FROM papers AS p
@@ -49,14 +51,9 @@ DOCUMENTS = """
             SELECT paper_id, string_agg(concat_ws(' ', name, long_name), ' ' ORDER BY name_rank) AS names
             FROM paper_names GROUP BY paper_id
         ) AS n USING (paper_id)"""
-# What a paper's terms are made from, told apart by 128 bits (md5: the same in every DuckDB).
-FINGERPRINT = "md5_number_lower({text}) AS fp_a, md5_number_upper({text}) AS fp_b"
-_FINGERPRINT_TEXT = ("concat(coalesce(names, chr(1)), chr(0), coalesce(abstract_plain, chr(1)), chr(0), "
-                     "coalesce(variants_md5, chr(1)))")
-# What a paper's variants (paper_id, abstract: raw texts other than its canonical one) are, in
-# 128 bits: the texts themselves stay out of the documents table, which DuckDB holds whole.
-_VARIANTS_MD5 = "SELECT paper_id, md5(string_agg(abstract, chr(2) ORDER BY abstract)) AS variants_md5 FROM {variants} GROUP BY paper_id"
+# A paper's variants: the raw texts of its records other than its canonical one.
 VARIANTS_SCHEMA = {"paper_id": pl.String, "abstract": pl.String}
+PAPER_COLUMNS, NAME_COLUMNS = ("paper_id", "abstract_plain"), ("paper_id", "name", "long_name", "name_rank")
 # DuckDB's memory limit while the terms are made: sorts and aggregates spill to its temp
 # directory beyond it.
 MEMORY_GIB = 1
@@ -83,21 +80,34 @@ def connection(temp_directory: Path | None = None) -> Iterator[duckdb.DuckDBPyCo
         con.close()
 
 
-def documents_sql(papers: str, paper_names: str, variants: str) -> str:
-    """Every paper's search document (FIELDS) and fingerprint, which covers its ``variants``
-    (VARIANTS_SCHEMA), from three Parquet files (or SQL relations)."""
-    return (f"WITH papers AS (FROM {papers}), paper_names AS (FROM {paper_names}), "
-            f"variant_digests AS ({_VARIANTS_MD5.format(variants=variants)}) "
-            f"SELECT * EXCLUDE (variants_md5), {FINGERPRINT.format(text=_FINGERPRINT_TEXT)} "
-            f"FROM ({DOCUMENTS}) LEFT JOIN variant_digests USING (paper_id)")
+def fingerprints(papers: pl.DataFrame, paper_names: pl.DataFrame, variants: pl.DataFrame) -> pl.DataFrame:
+    """``(paper_id, fp_a, fp_b)``: what each paper's terms are made from (its plain text, its
+    names in name_rank order, its variants in any order), told apart by two independently seeded
+    64-bit Polars hashes (etl_project/enrich/reuse.py says why they can be trusted across runs).
+    Hashed in Polars, not by DuckDB's md5 of each document, which took seconds at a million papers."""
+    def hashed(frame: pl.DataFrame, column: pl.Expr, order: list[str]) -> pl.DataFrame:
+        return (frame.lazy().select("paper_id", *order, a=column.hash(reuse.SEED_A), b=column.hash(reuse.SEED_B))
+                .sort("paper_id", *order).group_by("paper_id", maintain_order=True).agg("a", "b").collect())
+    names = hashed(paper_names, pl.struct("name", "long_name"), ["name_rank"])
+    texts = hashed(variants, pl.col("abstract"), []).with_columns(pl.col("a", "b").list.sort())
+    return (
+        papers.lazy().select("paper_id", a=pl.col("abstract_plain").hash(reuse.SEED_A), b=pl.col("abstract_plain").hash(reuse.SEED_B))
+        .join(names.lazy(), on="paper_id", how="left", suffix="_names", maintain_order="left")
+        .join(texts.lazy(), on="paper_id", how="left", suffix="_variants", maintain_order="left")
+        .select("paper_id", fp_a=pl.struct("a", "a_names", "a_variants").hash(reuse.SEED_A),
+                fp_b=pl.struct("b", "b_names", "b_variants").hash(reuse.SEED_B))
+        .collect()
+    )
 
 
 def terms_sql(documents: str, variants: str | None = None) -> str:
     """``(paper_id, term, tf, doc_terms)`` of the papers of the relation ``documents`` (paper_id
-    and FIELDS) and of ``variants`` (paper_id, text_no from 1, plain: their variants' plain texts),
-    sorted by paper_id and term; a ``connection``'s tokenize macro and stopwords."""
-    # text_no: -1 for the names, whose counts add up; 0 for the plain text and 1... for the
-    # variants, of which each term takes its largest count.
+    and FIELDS) and of ``variants`` (paper_id, text_no from 1, plain: what their variants' plain
+    texts add, ``variant_additions``), sorted by paper_id and term; a ``connection``'s tokenize
+    macro and stopwords."""
+    # text_no: -1 for the names, 0 for the plain text and 1... for the variants' additions. A
+    # term's count is its names' count plus its plain text's, or when that has none, the largest
+    # count in one variant.
     texts = [f"SELECT paper_id, -1 AS text_no, names AS text FROM {documents}",
              f"SELECT paper_id, 0 AS text_no, abstract_plain AS text FROM {documents}"]
     if variants is not None:
@@ -121,7 +131,8 @@ def terms_sql(documents: str, variants: str | None = None) -> str:
         ),
         counted AS (
             SELECT paper_id, term,
-                   (coalesce(sum(n) FILTER (WHERE text_no < 0), 0) + coalesce(max(n) FILTER (WHERE text_no >= 0), 0))::INTEGER AS tf
+                   (coalesce(sum(n) FILTER (WHERE text_no < 0), 0)
+                    + coalesce(max(n) FILTER (WHERE text_no = 0), max(n) FILTER (WHERE text_no > 0), 0))::INTEGER AS tf
             FROM per_text
             GROUP BY paper_id, term
         )
@@ -140,14 +151,13 @@ class StagedTerms:
     parts_written: int
 
 
-def stage_terms(papers: str, paper_names: str, folder: Path, fingerprints: Path, build: str,
+def stage_terms(papers: pl.LazyFrame, paper_names: pl.LazyFrame, folder: Path, sidecar: Path, build: str,
                 previous: tuple[Path, Path] | None = None, temp_directory: Path | None = None,
                 variants: pl.DataFrame | None = None) -> StagedTerms:
-    """``paper_terms`` of the papers of ``papers`` and ``paper_names`` (SQL relations such as
-    ``read_parquet(...)``) and of their ``variants`` (VARIANTS_SCHEMA: the raw texts of each paper
-    other than its canonical one; None: no paper has any) staged into ``folder``, a folder of
-    Parquet parts (each sorted by paper_id and term), and each paper's fingerprint and part into
-    the file ``fingerprints``.
+    """``paper_terms`` of the papers of ``papers`` and ``paper_names`` (scans of their tables)
+    and of their ``variants`` (VARIANTS_SCHEMA; None: no paper has any) staged into ``folder``, a
+    folder of Parquet parts (each sorted by paper_id and term), and each paper's fingerprint and
+    part into the file ``sidecar``.
 
     ``previous`` is the previous table's folder and fingerprints, by the same ``build``: a paper
     whose fingerprint did not change keeps its rows, only the others are worked out. A previous
@@ -157,16 +167,15 @@ def stage_terms(papers: str, paper_names: str, folder: Path, fingerprints: Path,
     shutil.rmtree(folder, ignore_errors=True)  # a retried step's parts
     folder.mkdir(parents=True)
     variants = pl.DataFrame(schema=VARIANTS_SCHEMA) if variants is None else variants.select(VARIANTS_SCHEMA.keys())
+    papers, paper_names = papers.select(PAPER_COLUMNS).collect(), paper_names.select(NAME_COLUMNS).collect()
     with connection(temp_directory) as con:
-        con.register("variant_texts", variants)
-        con.execute(f"CREATE TEMP TABLE documents AS {documents_sql(papers, paper_names, 'variant_texts')}")
-        con.unregister("variant_texts")
+        con.register("current", fingerprints(papers, paper_names, variants))
         con.execute("CREATE TEMP TABLE placed (paper_id VARCHAR, part VARCHAR)")  # where each paper's rows are
         linked = written = 0
         if previous is not None:
-            before, sidecar = previous[0], parquet(previous[1])
-            con.execute(f"INSERT INTO placed SELECT paper_id, part FROM documents JOIN {sidecar} USING (paper_id, fp_a, fp_b)")
-            dropped = con.execute(f"SELECT part, list(paper_id) FROM {sidecar} ANTI JOIN placed USING (paper_id) "
+            before, earlier = previous[0], parquet(previous[1])
+            con.execute(f"INSERT INTO placed SELECT paper_id, part FROM current JOIN {earlier} USING (paper_id, fp_a, fp_b)")
+            dropped = con.execute(f"SELECT part, list(paper_id) FROM {earlier} ANTI JOIN placed USING (paper_id) "
                                   "WHERE part IS NOT NULL GROUP BY part").fetchall()
             losing = dict(dropped)
             keeping = {part for (part,) in con.execute("SELECT DISTINCT part FROM placed WHERE part IS NOT NULL").fetchall()}
@@ -180,44 +189,66 @@ def stage_terms(papers: str, paper_names: str, folder: Path, fingerprints: Path,
                 stage.write(pl.scan_parquet(before / part).filter(~pl.col("paper_id").is_in(losing[part])), folder / name)
                 con.execute("UPDATE placed SET part = ? WHERE part = ?", [name, part])
                 written += 1
-        computed = con.execute("SELECT count(*) FROM documents ANTI JOIN placed USING (paper_id)").fetchone()[0]
-        written += _write_new_parts(con, "(FROM documents ANTI JOIN placed USING (paper_id))", variants, folder)
+        todo = con.execute("SELECT paper_id FROM current ANTI JOIN placed USING (paper_id)").pl()["paper_id"]
+        written += _write_new_parts(con, papers.filter(pl.col("paper_id").is_in(todo.implode())), paper_names, variants, folder)
         written += _merge_smallest_parts(con, folder)
         if not any(folder.glob("*.parquet")):  # no terms at all: still a table, with its columns
-            con.execute(f"COPY ({terms_sql('(FROM documents LIMIT 0)')}) TO {literal(str(folder / _part_name()))} "
+            _register_batch(con, papers.clear(), paper_names, variants)
+            con.execute(f"COPY ({terms_sql(f'({DOCUMENTS})', 'variant_additions')}) TO {literal(str(folder / _part_name()))} "
                         "(FORMAT parquet, COMPRESSION zstd)")
-        con.execute(f"COPY (SELECT paper_id, fp_a, fp_b, part, {literal(build)} AS build FROM documents "
-                    f"LEFT JOIN placed USING (paper_id) ORDER BY paper_id) TO {literal(str(fingerprints))} (FORMAT parquet, COMPRESSION zstd)")
-        total = con.execute("SELECT count(*) FROM documents").fetchone()[0]
-    return StagedTerms(computed, total - computed, linked, written)
+        con.execute(f"COPY (SELECT paper_id, fp_a, fp_b, part, {literal(build)} AS build FROM current "
+                    f"LEFT JOIN placed USING (paper_id) ORDER BY paper_id) TO {literal(str(sidecar))} (FORMAT parquet, COMPRESSION zstd)")
+        total = con.execute("SELECT count(*) FROM current").fetchone()[0]
+    return StagedTerms(todo.len(), total - todo.len(), linked, written)
 
 
-def _write_new_parts(con: duckdb.DuckDBPyConnection, documents: str, variants: pl.DataFrame, folder: Path) -> int:
-    """The terms of ``documents`` into new parts of ``folder``, placed; returns how many parts.
+def _write_new_parts(con: duckdb.DuckDBPyConnection, papers: pl.DataFrame, paper_names: pl.DataFrame,
+                     variants: pl.DataFrame, folder: Path) -> int:
+    """The terms of ``papers`` into new parts of ``folder``, placed; returns how many parts.
     Made BATCH_PAPERS papers at a time, in paper_id order, each batch in memory: one statement over
     a million papers would sort and aggregate ~50M rows, spilling far beyond MEMORY_GIB."""
-    con.execute(f"CREATE OR REPLACE TEMP TABLE batched AS SELECT *, (row_number() OVER (ORDER BY paper_id) - 1) // {BATCH_PAPERS} AS batch "
-                f"FROM {documents}")
-    batches = con.execute("SELECT coalesce(max(batch) + 1, 0) FROM batched").fetchone()[0]
+    papers = papers.sort("paper_id")
     prefix = stage.new_batch_id()  # the parts' names sort in paper_id order
-    for batch in range(batches):
+    batches = range(0, papers.height, BATCH_PAPERS)
+    for batch, start in enumerate(batches):
         name = f"{prefix}-{batch:05d}.parquet"
-        ids = con.execute("SELECT paper_id FROM batched WHERE batch = ?", [batch]).pl()["paper_id"]
-        con.register("batch_variants", _plain_variants(variants.filter(pl.col("paper_id").is_in(ids.implode()))))
-        con.execute(f"COPY ({terms_sql(f'(FROM batched WHERE batch = {batch})', 'batch_variants')}) "
-                    f"TO {literal(str(folder / name))} (FORMAT parquet, COMPRESSION zstd)")
-        con.unregister("batch_variants")
+        _register_batch(con, papers.slice(start, BATCH_PAPERS), paper_names, variants)
+        con.execute(f"COPY ({terms_sql(f'({DOCUMENTS})', 'variant_additions')}) TO {literal(str(folder / name))} "
+                    "(FORMAT parquet, COMPRESSION zstd)")
         # A paper without terms is placed too: at worst its part is rewritten for nothing once.
-        con.execute("INSERT INTO placed SELECT paper_id, ? FROM batched WHERE batch = ?", [name, batch])
-    con.execute("DROP TABLE batched")
-    return batches
+        con.execute("INSERT INTO placed SELECT paper_id, ? FROM papers", [name])
+    return len(batches)
 
 
-def _plain_variants(variants: pl.DataFrame) -> pl.DataFrame:
-    """``(paper_id, text_no, plain)``: the plain text of each variant (VARIANTS_SCHEMA), numbered
-    from 1 within its paper. Worked out here, for the papers whose terms are made, not for all."""
-    return with_plain_text(variants.cast(VARIANTS_SCHEMA), "abstract", "plain").select(
-        "paper_id", text_no=pl.int_range(1, pl.len() + 1, dtype=pl.Int64).over("paper_id"), plain="plain")
+def _register_batch(con: duckdb.DuckDBPyConnection, papers: pl.DataFrame, paper_names: pl.DataFrame, variants: pl.DataFrame) -> None:
+    """``papers``, their names and their variants' additions as the relations DOCUMENTS and
+    ``terms_sql`` read: ``papers``, ``paper_names`` and ``variant_additions``."""
+    ids = papers["paper_id"].implode()
+    con.register("papers", papers)
+    con.register("paper_names", paper_names.filter(pl.col("paper_id").is_in(ids)))
+    con.register("variant_additions", variant_additions(papers, variants.filter(pl.col("paper_id").is_in(ids))))
+
+
+def variant_additions(papers: pl.DataFrame, variants: pl.DataFrame) -> pl.DataFrame:
+    """``(paper_id, text_no, plain)``: what each variant (VARIANTS_SCHEMA) of ``papers``
+    (paper_id, abstract_plain) adds to its paper's search text, numbered from 1 within its paper:
+    its plain text without the space-separated chunks the paper's plain text holds. A term the
+    plain text lacks comes from no chunk of it, so every chunk that yields such a term stays and
+    its count in the variant is kept; the chunks a near duplicate shares with its canonical text
+    (nearly all of them) never reach the tokenizer."""
+    plain = with_plain_text(variants.cast(VARIANTS_SCHEMA), "abstract", "plain").select(
+        "paper_id", text_no=pl.int_range(1, pl.len() + 1, dtype=pl.Int64).over("paper_id"), chunk=pl.col("plain").str.split(" "))
+    held = (papers.lazy().join(plain.lazy().select("paper_id").unique(), on="paper_id", how="semi")
+            .select("paper_id", chunk=pl.col("abstract_plain").str.split(" ")).explode("chunk"))
+    return (
+        plain.lazy().with_row_index("_text").explode("chunk").with_row_index("_at")
+        .join(held, on=["paper_id", "chunk"], how="anti")
+        .sort("_at")
+        .group_by("_text", maintain_order=True)
+        .agg(pl.col("paper_id").first(), pl.col("text_no").first(), plain=pl.col("chunk").str.join(" "))
+        .select("paper_id", "text_no", "plain")
+        .collect()
+    )
 
 
 def _merge_smallest_parts(con: duckdb.DuckDBPyConnection, folder: Path) -> int:
@@ -255,13 +286,13 @@ def stopword_list() -> list[str]:
 def paper_terms(papers: pl.DataFrame | pl.LazyFrame, paper_names: pl.DataFrame | pl.LazyFrame,
                 variants: pl.DataFrame | None = None) -> pl.DataFrame:
     """``paper_terms`` of every paper, in memory (the asset streams from file to file instead)."""
+    papers = papers.lazy().select(PAPER_COLUMNS).collect()
+    variants = pl.DataFrame(schema=VARIANTS_SCHEMA) if variants is None else variants.select(VARIANTS_SCHEMA.keys())
     with connection() as con:
-        con.register("papers_frame", papers.lazy().select("paper_id", "abstract_plain").collect())
-        con.register("names_frame", paper_names.lazy().select("paper_id", "name", "long_name", "name_rank").collect())
-        variants = pl.DataFrame(schema=VARIANTS_SCHEMA) if variants is None else variants.select(VARIANTS_SCHEMA.keys())
-        con.register("variants_frame", variants)
-        con.register("plain_frame", _plain_variants(variants))
-        return con.execute(terms_sql(f"({documents_sql('papers_frame', 'names_frame', 'variants_frame')})", "plain_frame")).pl()
+        con.register("papers", papers)
+        con.register("paper_names", paper_names.lazy().select(NAME_COLUMNS).collect())
+        con.register("variant_additions", variant_additions(papers, variants.join(papers.select("paper_id"), on="paper_id", how="semi")))
+        return con.execute(terms_sql(f"({DOCUMENTS})", "variant_additions")).pl()
 
 
 def variants_of(texts: pl.DataFrame) -> pl.DataFrame:

@@ -156,21 +156,25 @@ def _variants(papers) -> pl.DataFrame:
         rows.append((paper_id, text))
         if i % 10 == 0:
             rows.append((paper_id, f"Variant {i} rewrites it: learning robust graph models."))
+    rows.append(("null", "A variant of a paper without text names NullText."))  # a term of its names too
     return pl.DataFrame(rows, schema=search_terms.VARIANTS_SCHEMA, orient="row")
 
 
-def test_variants_add_each_term_at_its_largest_count_in_any_one_text(papers):
-    """A term's count is its count in the names plus its largest count in one of the paper's
-    texts (its plain text or a variant's): the texts, each made a paper of its own, give it."""
+def test_variants_add_the_terms_the_plain_text_lacks_at_their_largest_count_in_one_variant(papers):
+    """A term's count is its count in the names plus its count in the plain text or, when the
+    plain text lacks it, its largest count in one variant: the texts, each made a paper of its
+    own, give it."""
     variants = _variants(papers)
     frames = _frames(papers)
     got = search_terms.paper_terms(frames["papers"], frames["paper_names"], variants)
     plain = markup.with_plain_text(variants, "abstract", "abstract_plain").select("paper_id", "abstract_plain")
-    texts = pl.concat([frames["papers"], plain]).with_columns(text_id=pl.int_range(pl.len()).cast(pl.String))
+    texts = (pl.concat([frames["papers"].with_columns(variant=pl.lit(False)), plain.with_columns(variant=pl.lit(True))])
+             .with_columns(text_id=pl.int_range(pl.len()).cast(pl.String)))
     no_names = frames["paper_names"].clear()
     per_text = (search_terms.paper_terms(texts.select(paper_id="text_id", abstract_plain="abstract_plain"), no_names)
-                .join(texts.select(paper_id="text_id", owner="paper_id"), on="paper_id")
-                .group_by(paper_id="owner", term="term").agg(tf=pl.col("tf").max()))
+                .join(texts.select(paper_id="text_id", owner="paper_id", variant="variant"), on="paper_id")
+                .group_by(paper_id="owner", term="term")
+                .agg(tf=pl.coalesce(pl.col("tf").filter(~pl.col("variant")).max(), pl.col("tf").filter(pl.col("variant")).max())))
     nameless = frames["papers"].with_columns(abstract_plain=pl.lit(None, pl.String))
     in_names = search_terms.paper_terms(nameless, frames["paper_names"]).select("paper_id", "term", "tf")
     expected = (
@@ -179,6 +183,16 @@ def test_variants_add_each_term_at_its_largest_count_in_any_one_text(papers):
     )
     assert got.equals(expected)
     assert got.height > frames["paper_terms"].height  # the variants brought words
+    # A term the plain text holds keeps its count (a term only of the names can gain a variant's).
+    in_text = search_terms.paper_terms(frames["papers"], no_names).select("paper_id", "term")
+    before = frames["paper_terms"].select("paper_id", "term", "tf").join(in_text, on=["paper_id", "term"], how="semi")
+    assert before.height > 10_000 and before.join(got, on=["paper_id", "term", "tf"], how="anti").is_empty()
+    # "learning" is repeated in a variant: the plain text's count stands.
+    learning = before.filter(term="learn", paper_id=papers[0][0])["tf"].to_list()
+    assert learning and got.filter(term="learn", paper_id=papers[0][0])["tf"].to_list() == learning
+    # Names and a variant add up for a paper without plain text.
+    assert got.filter(paper_id="null", term="nulltext")["tf"].to_list() == [2]
+    assert got.filter(paper_id="null", term="variant")["tf"].to_list() == [1]
     without = frames["paper_terms"].filter(~pl.col("paper_id").is_in(variants["paper_id"].implode()))
     assert got.filter(~pl.col("paper_id").is_in(variants["paper_id"].implode())).equals(without)
 
@@ -270,7 +284,7 @@ def _stage(rows, folder: Path, previous: tuple[Path, Path] | None = None, build:
     for name in ("papers", "paper_names"):
         frames[name].write_parquet(folder / f"{name}.parquet")
     terms, sidecar = folder / "terms", folder / "fingerprints.parquet"
-    done = search_terms.stage_terms(search_terms.parquet(folder / "papers.parquet"), search_terms.parquet(folder / "paper_names.parquet"),
+    done = search_terms.stage_terms(pl.scan_parquet(folder / "papers.parquet"), pl.scan_parquet(folder / "paper_names.parquet"),
                                     terms, sidecar, build, previous, variants=variants)
     expected = frames["paper_terms"] if variants is None else search_terms.paper_terms(frames["papers"], frames["paper_names"], variants)
     return expected, (terms, sidecar), done
@@ -319,13 +333,16 @@ def test_staged_terms_of_papers_whose_variants_changed_are_worked_out_again(pape
     variants = _variants(papers)
     expected, previous, first = _stage(papers, tmp_path / "before", variants=variants)
     assert pl.concat(_parts(previous[0]).values()).equals(expected) and first.computed == len(papers)
-    # One paper gains a variant, one loses all of its own, one has its variants in another order.
-    gains, loses = papers[1][0], papers[5][0]
-    reordered = variants.filter(pl.col("paper_id") != loses).reverse()
+    # One paper gains a variant, one loses all of its own, one has a variant edited, and the
+    # others' variants come in another order.
+    gains, loses, edited = papers[1][0], papers[5][0], papers[10][0]
+    reordered = variants.filter(pl.col("paper_id") != loses).reverse().with_columns(
+        abstract=pl.when((pl.col("paper_id") == edited) & pl.col("abstract").str.starts_with("Variant"))
+        .then(pl.col("abstract") + " Edited.").otherwise("abstract"))
     changed = pl.concat([reordered, pl.DataFrame({"paper_id": [gains], "abstract": ["Its variant: zebrafish atlases."]})])
     expected, (terms, _), done = _stage(papers, tmp_path / "after", previous, variants=changed)
     assert pl.concat(_parts(terms).values()).sort("paper_id", "term").equals(expected)
-    assert (done.computed, done.reused) == (2, len(papers) - 2)
+    assert (done.computed, done.reused) == (3, len(papers) - 3)
     assert expected.filter(pl.col("paper_id") == gains, pl.col("term") == "zebrafish").height == 1
 
 

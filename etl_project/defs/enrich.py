@@ -156,7 +156,7 @@ def paper_terms(context: dg.AssetExecutionContext, etl: EtlSettings, papers: Pat
     folder, fingerprints = out.with_name(f"{out.name}.partial"), out.with_name(f"{FINGERPRINTS.format(asset=asset)}.parquet")
     previous = None if launch.full_refresh(context) else _previous_files(context, etl, asset, build)
     variants = search_terms.variants_of(dedup.variant_texts(pl.scan_parquet(papers), paper_occurrences, records))
-    staged = search_terms.stage_terms(search_terms.parquet(papers), search_terms.parquet(paper_names), folder, fingerprints,
+    staged = search_terms.stage_terms(pl.scan_parquet(papers), pl.scan_parquet(paper_names), folder, fingerprints,
                                       build, previous, etl.warehouse / stage.STAGE / "duckdb_tmp", variants)
     return dg.Output(
         folder,  # a folder of parts, moved into place by the IO manager
