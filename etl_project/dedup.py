@@ -246,8 +246,15 @@ def near_clusters_report(
         .sort("similarity", "source_file", "ordinal")
         .unique("paper_id", keep="first", maintain_order=True)  # one sample per paper
         .head(samples)
-        .join(records.lazy().select("record_id", member_text="text"), on="record_id", how="left")
-        .join(papers.lazy().select("paper_id", "abstract", "canonical_record_id"), on="paper_id", how="left")
+        .collect()
+    )
+    # Filters, not joins: a scan reads the long columns of the matching rows only.
+    member_texts = records.lazy().filter(pl.col("record_id").is_in(weakest["record_id"].implode()))
+    canonicals = papers.lazy().filter(pl.col("paper_id").is_in(weakest["paper_id"].implode()))
+    weakest = (
+        weakest.lazy()
+        .join(member_texts.select("record_id", member_text="text"), on="record_id", how="left")
+        .join(canonicals.select("paper_id", "abstract", "canonical_record_id"), on="paper_id", how="left")
         .collect()
     )
     pairs = [
