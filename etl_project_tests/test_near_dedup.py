@@ -104,6 +104,23 @@ def test_bucket_pairs_all_pairs_and_star():
     assert sorted(_pairs(near_dedup.bucket_pairs(keys, max_bucket=2))) == [(0, 2), (0, 5), (1, 4)]
 
 
+@settings(max_examples=200, deadline=None)
+@given(keys=st.lists(st.integers(0, 6), max_size=40), max_bucket=st.integers(2, 5))
+def test_bucket_pairs_are_every_pair_of_a_bucket_or_its_star(keys, max_bucket):
+    """Against a plain grouping: all pairs of a bucket up to max_bucket rows, the first row with
+    each other above; unique keys (left out before sorting) pair with nothing."""
+    buckets: dict[int, list[int]] = {}
+    for row, key in enumerate(keys):
+        buckets.setdefault(key, []).append(row)
+    expected = sorted(
+        pair for rows in buckets.values()
+        for pair in ([(a, b) for i, a in enumerate(rows) for b in rows[i + 1:]] if len(rows) <= max_bucket
+                     else [(rows[0], b) for b in rows[1:]])
+    )
+    got = near_dedup.bucket_pairs(np.array(keys, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15), max_bucket)
+    assert sorted(_pairs(got)) == expected
+
+
 def test_candidate_pairs_union_over_bands():
     bands = np.array([[1, 9], [1, 8], [2, 8], [3, 7]], dtype=np.uint64)
     assert _pairs(near_dedup.candidate_pairs(bands, 64)) == [(0, 1), (1, 2)]
