@@ -337,12 +337,10 @@ def bucket_pairs(keys: np.ndarray, max_bucket: int) -> np.ndarray:
     """Pairs (i, j), i < j, of rows with equal ``keys``, as an array of uint64 ``i << 32 | j``,
     each pair once, in no particular order (every row is in one bucket, so no pair repeats).
     Buckets above ``max_bucket`` rows pair each row with the bucket's first."""
-    # Most keys occur once (a band of one text only): only the rows whose key repeats are sorted.
-    repeated = np.flatnonzero(pl.Series(keys).is_duplicated().to_numpy())
-    order = repeated[np.argsort(keys[repeated], kind="stable")]
+    order = np.argsort(keys, kind="stable")
     ordered = keys[order]
     starts = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))
-    sizes = np.diff(np.append(starts, len(order)))
+    sizes = np.diff(np.append(starts, len(keys)))
     small = (sizes >= 2) & (sizes <= max_bucket)
     s, m = starts[small], sizes[small]
     members = _ranges(s, m)
