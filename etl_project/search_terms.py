@@ -10,10 +10,12 @@ and term. A term's count is its count in the names plus its count in the plain t
 term the plain text lacks, its largest count in one variant: variants add the words they bring,
 and the words they share with the canonical text are not counted again. A paper without variants
 is counted as the extension's index counts its document. A paper whose variants differ much (a
-large near-duplicate cluster) holds more terms, which BM25's length normalisation weighs against. BM25's corpus statistics (how many papers hold a term, the mean document length) are
-not stored: the lake's ``search_papers`` computes them at query time (etl_project/warehouse_sql.py),
-so a paper's rows depend on its own texts only and a run works out the rows of the papers whose
-texts changed, taking every other paper's from the previous run's table (``stage_terms``).
+large near-duplicate cluster) holds more terms, which BM25's length normalisation weighs against.
+
+BM25's corpus statistics (how many papers hold a term, the mean document length) are not stored:
+the lake's ``search_papers`` computes them at query time (etl_project/warehouse_sql.py), so a
+paper's rows depend on its own texts only and a run works out the rows of the papers whose texts
+changed, taking every other paper's from the previous run's table (``stage_terms``).
 
 The terms are made set-based, several times faster than the extension's ``PRAGMA
 create_fts_index``: texts are cut at spaces (cheap), each distinct chunk goes once through the
