@@ -102,21 +102,16 @@ def fingerprints(papers: pl.DataFrame, paper_names: pl.DataFrame, variants: pl.D
     )
 
 
-def terms_sql(documents: str, variants: str | None = None) -> str:
-    """``(paper_id, term, tf, doc_terms)`` of the papers of the relation ``documents`` (paper_id
-    and FIELDS) and of ``variants`` (paper_id, text_no from 1, plain: what their variants' plain
-    texts add, ``variant_additions``), sorted by paper_id and term; a ``connection``'s tokenize
-    macro and stopwords."""
-    # text_no: -1 for the names, 0 for the plain text and 1... for the variants' additions. A
-    # term's count is its names' count plus its plain text's, or when that has none, the largest
-    # count in one variant.
-    texts = [f"SELECT paper_id, -1 AS text_no, names AS text FROM {documents}",
-             f"SELECT paper_id, 0 AS text_no, abstract_plain AS text FROM {documents}"]
-    if variants is not None:
-        texts.append(f"SELECT paper_id, text_no, plain AS text FROM {variants}")
-    chunks = " UNION ALL ".join(f"SELECT paper_id, text_no, unnest(string_split(text, ' ')) AS chunk FROM ({sql})" for sql in texts)
-    return f"""
-        WITH chunks AS ({chunks}),
+# ``(paper_id, term, tf, doc_terms)`` of the relations ``_register_batch`` registers, sorted by
+# paper_id and term; a ``connection``'s tokenize macro and stopwords. text_no: -1 for the names,
+# 0 for the plain text and 1... for the variants' additions. A term's count is its names' count
+# plus its plain text's, or when that has none, the largest count in one variant.
+_TEXTS = ("SELECT paper_id, -1 AS text_no, names AS text FROM documents",
+          "SELECT paper_id, 0 AS text_no, abstract_plain AS text FROM documents",
+          "SELECT paper_id, text_no, plain AS text FROM variant_additions")
+TERMS = f"""
+        WITH documents AS ({DOCUMENTS}),
+        chunks AS ({" UNION ALL ".join(f"SELECT paper_id, text_no, unnest(string_split(text, ' ')) AS chunk FROM ({sql})" for sql in _TEXTS)}),
         cut AS (
             SELECT chunk, unnest({_FTS}.tokenize(chunk)) AS w FROM (SELECT DISTINCT chunk FROM chunks)
         ),
@@ -196,7 +191,7 @@ def stage_terms(papers: pl.LazyFrame, paper_names: pl.LazyFrame, folder: Path, s
         written += _merge_smallest_parts(con, folder)
         if not any(folder.glob("*.parquet")):  # no terms at all: still a table, with its columns
             _register_batch(con, papers.clear(), paper_names, variants)
-            con.execute(f"COPY ({terms_sql(f'({DOCUMENTS})', 'variant_additions')}) TO {literal(str(folder / _part_name()))} "
+            con.execute(f"COPY ({TERMS}) TO {literal(str(folder / _part_name()))} "
                         "(FORMAT parquet, COMPRESSION zstd)")
         con.execute(f"COPY (SELECT paper_id, fp_a, fp_b, part, {literal(build)} AS build FROM current "
                     f"LEFT JOIN placed USING (paper_id) ORDER BY paper_id) TO {literal(str(sidecar))} (FORMAT parquet, COMPRESSION zstd)")
@@ -215,7 +210,7 @@ def _write_new_parts(con: duckdb.DuckDBPyConnection, papers: pl.DataFrame, paper
     for batch, start in enumerate(batches):
         name = f"{prefix}-{batch:05d}.parquet"
         _register_batch(con, papers.slice(start, BATCH_PAPERS), paper_names, variants)
-        con.execute(f"COPY ({terms_sql(f'({DOCUMENTS})', 'variant_additions')}) TO {literal(str(folder / name))} "
+        con.execute(f"COPY ({TERMS}) TO {literal(str(folder / name))} "
                     "(FORMAT parquet, COMPRESSION zstd)")
         # A paper without terms is placed too: at worst its part is rewritten for nothing once.
         con.execute("INSERT INTO placed SELECT paper_id, ? FROM papers", [name])
@@ -224,7 +219,7 @@ def _write_new_parts(con: duckdb.DuckDBPyConnection, papers: pl.DataFrame, paper
 
 def _register_batch(con: duckdb.DuckDBPyConnection, papers: pl.DataFrame, paper_names: pl.DataFrame, variants: pl.DataFrame) -> None:
     """``papers``, their names and their variants' additions as the relations DOCUMENTS and
-    ``terms_sql`` read: ``papers``, ``paper_names`` and ``variant_additions``."""
+    TERMS read: ``papers``, ``paper_names`` and ``variant_additions``."""
     ids = papers["paper_id"].implode()
     con.register("papers", papers)
     con.register("paper_names", paper_names.filter(pl.col("paper_id").is_in(ids)))
@@ -288,13 +283,10 @@ def stopword_list() -> list[str]:
 def paper_terms(papers: pl.DataFrame | pl.LazyFrame, paper_names: pl.DataFrame | pl.LazyFrame,
                 variants: pl.DataFrame | None = None) -> pl.DataFrame:
     """``paper_terms`` of every paper, in memory (the asset streams from file to file instead)."""
-    papers = papers.lazy().select(PAPER_COLUMNS).collect()
-    variants = pl.DataFrame(schema=VARIANTS_SCHEMA) if variants is None else variants.select(VARIANTS_SCHEMA.keys())
+    variants = pl.DataFrame(schema=VARIANTS_SCHEMA) if variants is None else variants
     with connection() as con:
-        con.register("papers", papers)
-        con.register("paper_names", paper_names.lazy().select(NAME_COLUMNS).collect())
-        con.register("variant_additions", variant_additions(papers, variants.join(papers.select("paper_id"), on="paper_id", how="semi")))
-        return con.execute(terms_sql(f"({DOCUMENTS})", "variant_additions")).pl()
+        _register_batch(con, papers.lazy().select(PAPER_COLUMNS).collect(), paper_names.lazy().select(NAME_COLUMNS).collect(), variants)
+        return con.execute(TERMS).pl()
 
 
 def variants_of(texts: pl.DataFrame) -> pl.DataFrame:
