@@ -85,19 +85,17 @@ def connection(temp_directory: Path | None = None) -> Iterator[duckdb.DuckDBPyCo
 def fingerprints(papers: pl.DataFrame, paper_names: pl.DataFrame, variants: pl.DataFrame) -> pl.DataFrame:
     """``(paper_id, fp_a, fp_b)``: what each paper's terms are made from (its plain text, its
     names in name_rank order, its variants in any order), told apart by two independently seeded
-    64-bit Polars hashes (etl_project/enrich/reuse.py says why they can be trusted across runs).
-    Hashed in Polars, not by DuckDB's md5 of each document, which took seconds at a million papers."""
-    def hashed(frame: pl.DataFrame, column: pl.Expr, order: list[str]) -> pl.DataFrame:
-        return (frame.lazy().select("paper_id", *order, a=column.hash(reuse.SEED_A), b=column.hash(reuse.SEED_B))
-                .sort("paper_id", *order).group_by("paper_id", maintain_order=True).agg("a", "b").collect())
-    names = hashed(paper_names, pl.struct("name", "long_name"), ["name_rank"])
-    texts = hashed(variants, pl.col("abstract"), []).with_columns(pl.col("a", "b").list.sort())
+    64-bit Polars hashes (etl_project/enrich/reuse.py, whose fingerprints of names and variants
+    these combine). Hashed in Polars, not by DuckDB's md5 of each document, which took seconds at
+    a million papers."""
+    names = reuse.fingerprints(paper_names.sort("paper_id", "name_rank").select("paper_id", name=pl.struct("name", "long_name")), "name")
+    texts = reuse.fingerprints(variants.sort("paper_id", "abstract"), "abstract")
     return (
-        papers.lazy().select("paper_id", a=pl.col("abstract_plain").hash(reuse.SEED_A), b=pl.col("abstract_plain").hash(reuse.SEED_B))
+        papers.lazy().select("paper_id", fp_a=pl.col("abstract_plain").hash(reuse.SEED_A), fp_b=pl.col("abstract_plain").hash(reuse.SEED_B))
         .join(names.lazy(), on="paper_id", how="left", suffix="_names", maintain_order="left")
         .join(texts.lazy(), on="paper_id", how="left", suffix="_variants", maintain_order="left")
-        .select("paper_id", fp_a=pl.struct("a", "a_names", "a_variants").hash(reuse.SEED_A),
-                fp_b=pl.struct("b", "b_names", "b_variants").hash(reuse.SEED_B))
+        .select("paper_id", fp_a=pl.struct("fp_a", "fp_a_names", "fp_a_variants").hash(reuse.SEED_A),
+                fp_b=pl.struct("fp_b", "fp_b_names", "fp_b_variants").hash(reuse.SEED_B))
         .collect()
     )
 
