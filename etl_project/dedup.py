@@ -23,7 +23,7 @@ import xxhash
 
 from etl_project import dedup_memo
 from etl_project.dedup_memo import Memo, text_hash
-from etl_project.near_dedup import NearConfig, clusters_of
+from etl_project.near_dedup import MERGED_SCHEMA, NearConfig
 
 DEFAULT_NEAR = NearConfig()
 
@@ -64,6 +64,7 @@ class Deduplicated:
     occurrences: pl.DataFrame
     memo: Memo  # what the next run looks up (etl_project.dedup_memo)
     papers_reused: int  # papers whose canonical columns came from the memo
+    near_worked_out: int  # distinct keys whose near cluster was worked out, not looked up
 
 
 def deduplicate(records: pl.DataFrame | pl.LazyFrame, near: NearConfig | None = DEFAULT_NEAR) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -101,11 +102,13 @@ def deduplicate_with_memo(records: pl.DataFrame | pl.LazyFrame, near: NearConfig
     ).with_columns(first=pl.col("position").min().over("hash_a", "hash_b"))
     # One representative per exact group, its earliest record, in (source_file, ordinal) order.
     representatives = (
-        keys.filter(pl.col("position") == pl.col("first")).select("row", "position", "record_id", "hash_a", "hash_b")
+        keys.filter(pl.col("position") == pl.col("first"))
+        .select("row", "position", "record_id", "source_file", "ordinal", "hash_a", "hash_b")
         .sort("position")
     )
     keys = keys.drop("hash_a", "hash_b")
-    merged, bands, pairs = _near_clusters(records, representatives, memo, near)
+    near_result = _near_clusters(records, representatives, memo, near)
+    merged = near_result.merged
     # A near cluster is named by its canonical (earliest) representative.
     groups = (
         representatives.with_row_index("index").with_columns(pl.col("index").cast(pl.Int64))
@@ -158,26 +161,22 @@ def deduplicate_with_memo(records: pl.DataFrame | pl.LazyFrame, near: NearConfig
         .collect()
     )
     files_now = files.filter(pl.col("sha256").is_not_null()).select(dedup_memo.FILES_SCHEMA.keys())
-    next_memo = Memo(files_now, hashes.select(dedup_memo.KEYS_SCHEMA.keys()), bands, pairs,
-                     papers.lazy().select(dedup_memo.PAPER_COLUMNS))
-    return Deduplicated(papers, occurrences, next_memo, reused)
+    next_memo = Memo(files_now, hashes.select(dedup_memo.KEYS_SCHEMA.keys()), near_result.bands, near_result.pairs,
+                     near_result.clusters, papers.lazy().select(dedup_memo.PAPER_COLUMNS))
+    return Deduplicated(papers, occurrences, next_memo, reused, near_result.worked_out)
 
 
 def _near_clusters(records: pl.LazyFrame, representatives: pl.DataFrame, memo: Memo,
-                   near: NearConfig | None) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """near_dedup's clusters of the representatives' keys (index, canonical, similarity), with the
-    bands and pairs tables for the next memo; band hashes and Jaccards the memo holds are looked up."""
-    schema = {"index": pl.Int64, "canonical": pl.Int64, "similarity": pl.Float64}
+                   near: NearConfig | None) -> dedup_memo.NearResult:
+    """near_dedup's clusters of the representatives' keys (dedup_memo.near_clusters: what the
+    memo holds is looked up, and only the clusters a change can reach are worked out again)."""
     if not near or not representatives.height:
-        return pl.DataFrame(schema=schema), memo.bands.clear(), memo.pairs.clear()
+        return dedup_memo.NearResult(pl.DataFrame(schema=MERGED_SCHEMA), memo.bands.clear(), memo.pairs.clear(),
+                                     memo.clusters.clear(), 0)
     texts = dedup_memo.Texts(lambda rows: _rows_of(
         records, representatives["row"].gather(rows), representatives["record_id"].gather(rows), ["dedup_key"]
     ).to_series())
-    hashes = representatives.select("hash_a", "hash_b")
-    eligible, bands, band_table = dedup_memo.bands_of(hashes, memo, texts, near)
-    similarity = dedup_memo.PairSimilarity(hashes, memo, texts, near)
-    merged = clusters_of(eligible, bands, similarity.factory(), near)
-    return merged, band_table, similarity.table()
+    return dedup_memo.near_clusters(representatives, memo, texts, near)
 
 
 def _canonical_columns(records: pl.LazyFrame, per_paper: pl.DataFrame, same: pl.Series, memo: Memo,

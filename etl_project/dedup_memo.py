@@ -8,6 +8,9 @@ caller keeps a memo only for the build that wrote it):
 - ``bands``: each distinct key's LSH band hashes, or that it is too short for near matching;
 - ``pairs``: the exact Jaccard of pairs of distinct keys, as verification and the chain guard
   asked for them;
+- ``clusters``: each distinct key's near cluster (canonical key, similarity) and connected
+  component, with the record it was first seen at; valid while the keys around it are the same
+  (:func:`near_clusters` says which those are);
 - ``papers``: a canonical record's paper columns (text, key, counts, paper_id), while its file is
   the same: the staged ``papers`` table itself.
 
@@ -25,20 +28,30 @@ import polars as pl
 
 from etl_project import stage
 from etl_project.near_dedup import (
+    Clusters,
     NearConfig,
     ShingleSets,
     Similarity,
+    candidate_pairs,
+    candidate_pairs_within,
+    cluster_candidates,
     jaccard,
     lsh_bands,
 )
 
 KEY = ["hash_a", "hash_b"]
 PAIR = ["a_a", "a_b", "b_a", "b_b"]
-PARTS = ("build", "files", "keys", "bands", "pairs")
+PARTS = ("build", "files", "keys", "bands", "pairs", "clusters")
 PAPER_COLUMNS = ["canonical_record_id", "first_source_file", "paper_id", "abstract", "dedup_key", "word_count", "char_count"]
 FILES_SCHEMA = {"source_file": pl.String, "sha256": pl.String}
 KEYS_SCHEMA = {"record_id": pl.String, "source_file": pl.String, "hash_a": pl.UInt64, "hash_b": pl.UInt64}
 PAIRS_SCHEMA = {**dict.fromkeys(PAIR, pl.UInt64), "jaccard": pl.Float64}
+# ``component``: hash_a of the earliest key of the key's connected component; it only groups keys,
+# so two components sharing one (odds ~n²/2^65) are merely worked out again together.
+CLUSTERS_SCHEMA = {
+    "hash_a": pl.UInt64, "hash_b": pl.UInt64, "source_file": pl.String, "ordinal": pl.UInt32,
+    "component": pl.UInt64, "canonical_a": pl.UInt64, "canonical_b": pl.UInt64, "similarity": pl.Float64,
+}
 
 
 def text_hash(column: str) -> list[pl.Expr]:
@@ -63,6 +76,7 @@ class Memo:
     keys: pl.DataFrame  # KEYS_SCHEMA
     bands: pl.DataFrame  # _bands_schema: ``eligible`` false (bands 0) for texts too short to match
     pairs: pl.DataFrame  # PAIRS_SCHEMA, each pair once: (a_a, a_b) < (b_a, b_b)
+    clusters: pl.DataFrame  # CLUSTERS_SCHEMA, one row per distinct key
     papers: pl.LazyFrame  # the papers the memo was written with (PAPER_COLUMNS at least)
 
     @classmethod
@@ -70,6 +84,7 @@ class Memo:
         return cls(
             pl.DataFrame(schema=FILES_SCHEMA), pl.DataFrame(schema=KEYS_SCHEMA),
             pl.DataFrame(schema=_bands_schema(config)), pl.DataFrame(schema=PAIRS_SCHEMA),
+            pl.DataFrame(schema=CLUSTERS_SCHEMA),
             pl.LazyFrame(schema={c: pl.String for c in PAPER_COLUMNS[:-2]} | {"word_count": pl.Int64, "char_count": pl.Int64}),
         )
 
@@ -92,7 +107,7 @@ class Memo:
             return None
         return cls(
             pl.read_parquet(_path(folder, "files")), pl.read_parquet(_path(folder, "keys")), bands,
-            pl.read_parquet(_path(folder, "pairs")),
+            pl.read_parquet(_path(folder, "pairs")), pl.read_parquet(_path(folder, "clusters")),
             pl.scan_parquet(papers_file),
         )
 
@@ -195,3 +210,104 @@ class PairSimilarity:
 
     def factory(self) -> Callable[[np.ndarray], Similarity]:
         return lambda rows: self
+
+
+@dataclass(frozen=True)
+class NearResult:
+    merged: pl.DataFrame  # near_dedup.MERGED_SCHEMA: the keys merged into an earlier one
+    bands: pl.DataFrame  # the next memo's parts
+    pairs: pl.DataFrame
+    clusters: pl.DataFrame
+    worked_out: int  # keys whose cluster was worked out (every eligible key without a memo)
+
+
+def near_clusters(keys: pl.DataFrame, memo: Memo, texts: Texts, config: NearConfig) -> NearResult:
+    """Near clusters of the distinct ``keys`` (hash_a, hash_b and the source_file and ordinal of
+    the record each was first seen at, in priority order), as ``near_dedup.clusters_of`` gives
+    them over all of them, working out again only the components the change can reach.
+
+    Why that is exact: candidate pairs come from LSH buckets, and a bucket that holds no key that
+    is new, gone or moved in the priority order (a "changed" key) holds the same keys in the same
+    order as before, so it gives the same pairs, and their Jaccard is a function of the texts.
+    Every verified edge the change can add, drop or re-order lies in a bucket holding a changed
+    key. So a connected component with no key in such a bucket has the same edges and order as
+    before, and the same clusters (the chain guard works within a component). The keys of the
+    components that do have one, and the changed keys, are clustered again, with the pairs among
+    them from their buckets taken whole (:func:`near_dedup.candidate_pairs_within`); every other
+    key keeps its cluster from the memo."""
+    hashes = keys.select(KEY)
+    eligible, bands, band_table = bands_of(hashes, memo, texts, config)
+    similarity = PairSimilarity(hashes, memo, texts, config)
+    indexed = keys.select(*KEY, "source_file", "ordinal").with_row_index("index")
+    if memo.clusters.is_empty():  # no memo: every key
+        found = cluster_candidates(eligible, candidate_pairs(bands, config.max_bucket), similarity.factory(), config)
+        clusters = _clusters_table(indexed, found, None)
+        return NearResult(_merged(clusters, indexed), band_table, similarity.table(), clusters.drop("index"), len(eligible))
+    earlier = indexed.join(memo.clusters, on=KEY, how="left", suffix="_then", maintain_order="left")
+    changed = (earlier["component"].is_null() | (earlier["source_file"] != earlier["source_file_then"])
+               | (earlier["ordinal"] != earlier["ordinal_then"])).fill_null(True)
+    gone = memo.clusters.join(hashes, on=KEY, how="anti")
+    # The buckets a changed key is in, now or (for a key that is gone) before.
+    touched = bands[changed.gather(eligible).to_numpy()]
+    gone_bands = memo.bands.join(gone.select(KEY), on=KEY, how="semi").filter("eligible")["bands"]
+    if gone_bands.len():
+        touched = np.concatenate([touched, gone_bands.to_numpy()])
+    in_touched = np.zeros(len(eligible), dtype=bool)
+    for j in range(bands.shape[1]):
+        in_touched |= pl.Series(bands[:, j]).is_in(pl.Series(touched[:, j]).implode()).to_numpy()
+    # Their components, as the memo has them.
+    component = earlier["component"].gather(eligible)
+    reached = pl.concat([component.filter(pl.Series(in_touched)), gone["component"],
+                         earlier["component"].filter(changed)]).drop_nulls().unique()
+    within = in_touched | component.is_in(reached.implode()).fill_null(False).to_numpy()
+    found = cluster_candidates(eligible, candidate_pairs_within(bands, within, config.max_bucket), similarity.factory(), config)
+    worked_out = np.zeros(len(indexed), dtype=bool)
+    worked_out[eligible[within]] = True
+    clusters = _clusters_table(indexed, found, earlier.with_columns(worked_out=pl.Series(worked_out) | changed))
+    pairs = similarity.table().join(memo.pairs, on=PAIR, how="anti")
+    kept = memo.pairs
+    if gone.height:  # pairs of keys that are gone are dropped, so the table does not grow forever
+        kept = kept.join(gone.select(a_a="hash_a", a_b="hash_b"), on=["a_a", "a_b"], how="anti").join(
+            gone.select(b_a="hash_a", b_b="hash_b"), on=["b_a", "b_b"], how="anti")
+    return NearResult(_merged(clusters, indexed), band_table, pl.concat([kept, pairs]), clusters.drop("index"),
+                      int(within.sum()))
+
+
+def _clusters_table(indexed: pl.DataFrame, found: Clusters, earlier: pl.DataFrame | None) -> pl.DataFrame:
+    """CLUSTERS_SCHEMA (and ``index``) of every key: from ``found`` for the keys it holds; a key
+    of its own for the other keys worked out (all of them without ``earlier``); from ``earlier``
+    (the memo's rows, a ``worked_out`` mask) for the rest."""
+    hash_a, hash_b = indexed["hash_a"].to_numpy(), indexed["hash_b"].to_numpy()
+    canonical = np.arange(len(indexed), dtype=np.int64)
+    canonical[found.nodes] = found.canonical
+    similarity = np.ones(len(indexed), dtype=np.float64)
+    similarity[found.nodes] = found.similarity
+    component = hash_a.copy()
+    component[found.nodes] = hash_a[found.component]
+    now = indexed.select(*KEY, "source_file", "ordinal", "index").with_columns(
+        component=pl.Series(component), canonical_a=pl.Series(hash_a[canonical]), canonical_b=pl.Series(hash_b[canonical]),
+        similarity=pl.Series(similarity),
+    )
+    if earlier is not None:
+        keep = ~earlier["worked_out"]
+        now = now.with_columns(
+            component=pl.when(keep).then(earlier["component"]).otherwise(now["component"]),
+            canonical_a=pl.when(keep).then(earlier["canonical_a"]).otherwise(now["canonical_a"]),
+            canonical_b=pl.when(keep).then(earlier["canonical_b"]).otherwise(now["canonical_b"]),
+            similarity=pl.when(keep).then(earlier["similarity"]).otherwise(now["similarity"]),
+        )
+    return now.select(*CLUSTERS_SCHEMA, "index")
+
+
+def _merged(clusters: pl.DataFrame, indexed: pl.DataFrame) -> pl.DataFrame:
+    """MERGED_SCHEMA from the clusters table: each key whose canonical is another key."""
+    merged = (
+        clusters.filter((pl.col("canonical_a") != pl.col("hash_a")) | (pl.col("canonical_b") != pl.col("hash_b")))
+        .join(indexed.select(canonical_a="hash_a", canonical_b="hash_b", canonical="index"), on=["canonical_a", "canonical_b"],
+              how="left")
+        .select(pl.col("index").cast(pl.Int64), pl.col("canonical").cast(pl.Int64), "similarity")
+        .sort("index")
+    )
+    if merged["canonical"].null_count():  # the reasoning in near_clusters does not allow it
+        raise RuntimeError("a near cluster kept from the dedup memo names a canonical key that is gone")
+    return merged

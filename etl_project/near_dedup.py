@@ -362,6 +362,23 @@ def candidate_pairs(bands: np.ndarray, max_bucket: int) -> np.ndarray:
     return _sorted_unique(np.concatenate(per_band)) if per_band else np.zeros(0, dtype=U64)
 
 
+def candidate_pairs_within(bands: np.ndarray, within: np.ndarray, max_bucket: int) -> np.ndarray:
+    """The pairs of :func:`candidate_pairs` whose rows are both in ``within`` (a boolean mask),
+    reading only the buckets those rows are in. Each such bucket is taken whole, rows outside
+    ``within`` included, so a bucket above ``max_bucket`` pairs its rows with the same first row
+    as it does in :func:`candidate_pairs`. Bucket members are found by a hash look-up (Polars
+    ``is_in``), not by sorting the band."""
+    per_band, inside = [], pl.Series(within)
+    for j in range(bands.shape[1]):
+        column = pl.Series(bands[:, j])
+        members = np.flatnonzero(column.is_in(column.filter(inside).implode()).to_numpy())
+        first, second = _split_pairs(bucket_pairs(bands[members, j], max_bucket))
+        first, second = members[first], members[second]  # ascending members: first < second still
+        keep = within[first] & within[second]
+        per_band.append(first[keep].astype(U64) << U64(32) | second[keep].astype(U64))
+    return _sorted_unique(np.concatenate(per_band)) if per_band else np.zeros(0, dtype=U64)
+
+
 def _split_pairs(pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return (pairs >> U64(32)).astype(np.int64), (pairs & _MASK32).astype(np.int64)
 
@@ -491,16 +508,48 @@ def lsh_bands(texts: pl.Series, config: NearConfig) -> tuple[np.ndarray, np.ndar
 Similarity = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
+# What clusters_of returns: each text merged into an earlier one (see near_duplicates).
+MERGED_SCHEMA = {"index": pl.Int64, "canonical": pl.Int64, "similarity": pl.Float64}
+
+
+@dataclass(frozen=True)
+class Clusters:
+    """Steps 3-4 for the texts in a candidate pair (``nodes``, indices in priority order,
+    ascending): each one's canonical (an index) and similarity to it, and its ``component``: the
+    earliest index of its connected component over the verified edges, before the chain guard
+    splits it. Texts in no candidate pair are their own cluster and not listed."""
+
+    nodes: np.ndarray
+    canonical: np.ndarray
+    similarity: np.ndarray
+    component: np.ndarray
+
+    def merged(self) -> pl.DataFrame:
+        """One row per text merged into an earlier one, as :func:`near_duplicates` returns them."""
+        rows = np.flatnonzero(self.canonical != self.nodes)
+        return pl.DataFrame(
+            {"index": self.nodes[rows], "canonical": self.canonical[rows], "similarity": self.similarity[rows]},
+            schema=MERGED_SCHEMA,
+        )
+
+
 def clusters_of(eligible: np.ndarray, bands: np.ndarray, similarity_for: Callable[[np.ndarray], Similarity],
                 config: NearConfig) -> pl.DataFrame:
     """Steps 2-4 from band hashes (``lsh_bands``' output, or the same kept from an earlier run):
     candidates, their verification and clusters, as :func:`near_duplicates` returns them.
     ``similarity_for(rows)`` gives the Jaccard of pairs among ``rows``, the candidate texts
     (ascending indices); it is called once."""
-    schema = {"index": pl.Int64, "canonical": pl.Int64, "similarity": pl.Float64}
     pairs = candidate_pairs(bands, config.max_bucket) if len(eligible) else np.zeros(0, dtype=U64)
+    return cluster_candidates(eligible, pairs, similarity_for, config).merged()
+
+
+def cluster_candidates(eligible: np.ndarray, pairs: np.ndarray, similarity_for: Callable[[np.ndarray], Similarity],
+                       config: NearConfig) -> Clusters:
+    """Steps 3-4 for candidate ``pairs`` (as :func:`candidate_pairs` gives them, of rows of
+    ``eligible``, the texts' indices): ``similarity_for`` as in :func:`clusters_of`."""
     if len(pairs) == 0:
-        return pl.DataFrame(schema=schema)
+        empty = np.zeros(0, dtype=np.int64)
+        return Clusters(empty, empty, np.zeros(0, dtype=np.float64), empty)
     first, second = _split_pairs(pairs)
     involved = eligible[_sorted_unique(np.concatenate([first, second]))]  # ascending: priority order
     la, lb = np.searchsorted(involved, eligible[first]), np.searchsorted(involved, eligible[second])
@@ -511,11 +560,8 @@ def clusters_of(eligible: np.ndarray, bands: np.ndarray, similarity_for: Callabl
         return similarity(involved[members], involved[canonicals])
 
     canonical, similar = cluster(len(involved), la[edge], lb[edge], similarity_to, config.chain_guard)
-    merged = np.flatnonzero(canonical != np.arange(len(involved)))
-    return pl.DataFrame(
-        {"index": involved[merged], "canonical": involved[canonical[merged]], "similarity": similar[merged]},
-        schema=schema,
-    )
+    component = _earliest_in_component(len(involved), la[edge], lb[edge])
+    return Clusters(involved, involved[canonical], similar, involved[component])
 
 
 def shingle_similarity(texts: pl.Series, rows: np.ndarray, config: NearConfig) -> Similarity:

@@ -110,6 +110,34 @@ def test_a_change_works_out_only_what_it_brings_and_looks_up_the_rest(tmp_path, 
     assert third.papers.equals(papers) and third.occurrences.equals(occurrences)
 
 
+def test_only_the_near_clusters_a_change_reaches_are_worked_out_again(tmp_path):
+    """Two clusters apart: a change to one works out its keys only; taking out the middle of a
+    chain splits its cluster there, as a fresh deduplication does."""
+    other_variant = OTHER.replace("sparse", "dense")
+    folder = {"a.txt": CHAIN[:3], "b.txt": [OTHER, other_variant], "c.txt": [TEXTS[-2]]}
+    records, files = tables(folder)
+    first = dedup.deduplicate_with_memo(records, NearConfig(), files)
+    assert first.near_worked_out == 5  # every key long enough for near matching
+    memo = round_trip(first, tmp_path / "1", "build", NearConfig())
+
+    folder["d.txt"] = [other_variant.replace("modern", "current")]  # joins b.txt's cluster
+    records, files = tables(folder)
+    second = dedup.deduplicate_with_memo(records, NearConfig(), files, memo)
+    assert second.near_worked_out == 3  # b.txt's two keys and the new one; a.txt's chain is kept
+    papers, occurrences = dedup.deduplicate(records)
+    assert second.papers.equals(papers) and second.occurrences.equals(occurrences)
+
+    unchanged = dedup.deduplicate_with_memo(records, NearConfig(), files, round_trip(second, tmp_path / "2", "build", NearConfig()))
+    assert unchanged.near_worked_out == 0 and unchanged.papers.equals(papers)
+
+    folder["a.txt"] = [CHAIN[0], CHAIN[2]]  # CHAIN[1], the link between the two, goes
+    records, files = tables(folder)
+    third = dedup.deduplicate_with_memo(records, NearConfig(), files, round_trip(unchanged, tmp_path / "3", "build", NearConfig()))
+    assert third.near_worked_out == 2 and third.papers.height == second.papers.height + 1  # the chain split
+    papers, occurrences = dedup.deduplicate(records)
+    assert third.papers.equals(papers) and third.occurrences.equals(occurrences)
+
+
 def test_a_memo_of_another_build_or_near_setting_is_not_used(tmp_path):
     records, files = tables({"a.txt": CHAIN[:2]})
     done = dedup.deduplicate_with_memo(records, NearConfig(), files)
@@ -160,5 +188,5 @@ def test_clusters_from_the_memo_are_near_duplicates_own(texts, config):
         raise AssertionError(f"read texts {rows} that the memo holds")
 
     empty = Memo.empty(config)
-    looked_up, _, _ = clusters(Memo(empty.files, empty.keys, bands, pairs, empty.papers), nothing_read)
+    looked_up, _, _ = clusters(Memo(empty.files, empty.keys, bands, pairs, empty.clusters, empty.papers), nothing_read)
     assert looked_up.equals(expected)

@@ -126,6 +126,18 @@ def test_candidate_pairs_union_over_bands():
     assert _pairs(near_dedup.candidate_pairs(bands, 64)) == [(0, 1), (1, 2)]
 
 
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4), st.booleans()), max_size=30),
+       max_bucket=st.integers(2, 4))
+def test_candidate_pairs_within_rows_are_candidate_pairs_between_them(rows, max_bucket):
+    """Buckets are taken whole: a bucket above max_bucket whose first row is outside ``within``
+    pairs none of the rows inside it."""
+    bands = np.array([[a, b] for a, b, _ in rows], dtype=np.uint64).reshape(len(rows), 2) * np.uint64(0x9E3779B97F4A7C15)
+    within = np.array([inside for _, _, inside in rows], dtype=bool)
+    expected = [(a, b) for a, b in _pairs(near_dedup.candidate_pairs(bands, max_bucket)) if within[a] and within[b]]
+    assert _pairs(near_dedup.candidate_pairs_within(bands, within, max_bucket)) == expected
+
+
 def test_s_curve_and_config_validation():
     assert CONFIG.permutations == CONFIG.bands * CONFIG.rows
     assert 0.5 < CONFIG.s_curve_midpoint() < CONFIG.threshold

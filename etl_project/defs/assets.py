@@ -150,8 +150,9 @@ def landing_tables(context: dg.AssetExecutionContext, etl: EtlSettings, parsed_f
 def deduplicated(context: dg.AssetExecutionContext, etl: EtlSettings, records: pl.LazyFrame, source_files: pl.DataFrame):
     """Exact, then near-duplicate deduplication of records into papers (etl_project.near_dedup;
     the etl resource's near_duplicates and near_threshold settings). What the previous run of the
-    same build worked out for files that did not change is looked up, not worked out again
-    (etl_project.dedup_memo); a full refresh works out everything."""
+    same build worked out for files that did not change is looked up, not worked out again; of
+    the near clusters, only those the change can reach are worked out (etl_project.dedup_memo).
+    A full refresh works out everything."""
     launch.tag_run_with_process(context)
     build = etl.build_fingerprint()
     previous = None if launch.full_refresh(context) else _staged_papers(context, etl)
@@ -174,6 +175,7 @@ def deduplicated(context: dg.AssetExecutionContext, etl: EtlSettings, records: p
         "near_records": occurrences.filter(pl.col("match_kind") == "near").height,
         "papers_looked_up": done.papers_reused,
         "papers_worked_out": papers.height - done.papers_reused,
+        "near_keys_worked_out": done.near_worked_out,
     }
     yield dg.Output(papers, "papers", metadata={**table_metadata(papers, "papers"), **summary})
     yield dg.Output(
