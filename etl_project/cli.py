@@ -89,9 +89,11 @@ def run_pipeline(seeds: Path | None, warehouse: Path | None, full: bool = False,
                 etl=defs.resources["etl"],
             )
         except launch.NothingChanged as exc:
+            runner.GxWorker.discard_shared()
             print(exc)
             return 0
         except (launch.RunRefused, ingest.LandingFolderError) as exc:
+            runner.GxWorker.discard_shared()
             return not_started(str(exc), warehouse)
         warnings = logged_warnings(instance, result.run_id)
     # The steps' own warnings (release notes, refused files) on stderr, one line each, as the

@@ -195,6 +195,22 @@ def test_the_worker_exits_when_its_process_is_killed():
     pytest.fail(f"the worker {pid} outlived its parent")
 
 
+WORKER_DISCARD_SCRIPT = """
+from etl_project.quality import runner
+worker = runner.GxWorker.shared()
+(process,) = worker._pool._processes.values()
+runner.GxWorker.discard_shared()
+print(process.exitcode is not None, worker._ready.exception() is not None, runner.GxWorker.shared() is not worker)
+"""
+
+
+def test_a_worker_discarded_while_it_imports_gx_is_stopped_not_waited_for():
+    """What `etl-project run` does when it started the worker and then had nothing to run: the
+    worker is stopped mid-import (its readiness fails), and a later shared() starts a new one."""
+    out = subprocess.run([sys.executable, "-c", WORKER_DISCARD_SCRIPT], capture_output=True, text=True, timeout=120, check=False)
+    assert out.stdout.split() == ["True", "True", "True"], out.stderr
+
+
 def test_the_landing_suites_recode_their_long_strings(seed_frames):
     """record_id, source_file and dedup_key reach GX as integers; regex and set rules keep text."""
     for name, recoded in {"raw_records": ["record_id", "source_file"], "records": ["record_id", "dedup_key"],

@@ -284,6 +284,20 @@ class GxWorker:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     @classmethod
+    def discard_shared(cls) -> None:
+        """Stop this process's worker now, without waiting for it to finish importing GX (seconds
+        that a process ending would otherwise wait): for a process that started one early and then
+        had nothing to validate. ProcessPoolExecutor has no public way to stop a busy worker; should
+        its ``_processes`` go, the worker is only waited for, as before."""
+        global _shared
+        if _shared is None:
+            return
+        for process in list(getattr(_shared._pool, "_processes", {}).values()):
+            process.terminate()
+        _shared._pool.shutdown(wait=True, cancel_futures=True)
+        _shared = None
+
+    @classmethod
     def shared(cls) -> "GxWorker":
         """This process's worker, started on first use (again if it died)."""
         global _shared
