@@ -66,6 +66,20 @@ def test_edited_taxonomy_retags_and_changes_the_version(tmp_path: Path, monkeypa
     assert tag_topics(sample, load_taxonomy())["topic"].to_list() == ["graphs", "federated"]
 
 
+def test_the_build_follows_the_taxonomy_bytes_not_its_path(tmp_path: Path, monkeypatch):
+    """A checkout moved elsewhere (the bundled taxonomy at another path) is the same build and
+    rebuilds nothing; another taxonomy is another build."""
+    from etl_project.defs.resources import EtlSettings
+
+    bundled = EtlSettings().build_fingerprint()
+    copy = tmp_path / "taxonomy.yaml"
+    copy.write_bytes(topics.DEFAULT_TAXONOMY.read_bytes())
+    monkeypatch.setenv(topics.TAXONOMY_ENV, str(copy))
+    assert EtlSettings().build_fingerprint() == bundled
+    copy.write_text(SMALL, encoding="utf-8")
+    assert EtlSettings().build_fingerprint() != bundled
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

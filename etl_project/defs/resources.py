@@ -43,11 +43,12 @@ class EtlSettings(dg.ConfigurableResource):
 
     def build_fingerprint(self) -> str:
         """The code and the settings that shape the published rows (recorded in each snapshot),
-        the topic taxonomy in use among them (ETL_TAXONOMY may name one outside the package)."""
+        the topic taxonomy in use among them (ETL_TAXONOMY may name one outside the package) by
+        its bytes, not its path: a checkout moved elsewhere is the same build."""
         return build_info.fingerprint({
             "max_file_bytes": self.max_file_bytes, "max_record_chars": self.max_record_chars,
             "near_duplicates": self.near_duplicates, "near_threshold": self.near_threshold,
-            "taxonomy": str(topics.taxonomy_path()), "taxonomy_version": topics.taxonomy_version(),
+            "taxonomy_version": topics.taxonomy_version(),
         })
 
     def parse_version(self) -> str:
