@@ -163,7 +163,7 @@ def deduplicate_with_memo(records: pl.DataFrame | pl.LazyFrame, near: NearConfig
     files_now = files.filter(pl.col("sha256").is_not_null()).select(dedup_memo.FILES_SCHEMA.keys())
     next_memo = Memo(files_now, hashes.select(dedup_memo.KEYS_SCHEMA.keys()), near_result.bands, near_result.pairs,
                      near_result.clusters, papers.lazy().select(dedup_memo.PAPER_COLUMNS))
-    return Deduplicated(papers, occurrences, next_memo, reused, near_result.worked_out)
+    return Deduplicated(papers, occurrences, next_memo, reused, near_result.reclustered)
 
 
 def _near_clusters(records: pl.LazyFrame, representatives: pl.DataFrame, memo: Memo,

@@ -1,7 +1,8 @@
 """What a deduplication worked out that the next one looks up instead of working out again.
 
-Every entry is a function of texts alone, given the build (code, settings, library versions: the
-caller keeps a memo only for the build that wrote it):
+Every entry but ``clusters`` is a function of texts alone, given the build (code, settings,
+library versions, the near-duplicate settings among them: the caller keeps a memo only for the
+build that wrote it):
 
 - ``keys``: each record's key hashes (``text_hash`` of its ``dedup_key``), valid while its file's
   bytes (``files``: source_file, sha256) are the same;
@@ -9,8 +10,8 @@ caller keeps a memo only for the build that wrote it):
 - ``pairs``: the exact Jaccard of pairs of distinct keys, as verification and the chain guard
   asked for them;
 - ``clusters``: each distinct key's near cluster (canonical key, similarity) and connected
-  component, with the record it was first seen at; valid while the keys around it are the same
-  (:func:`near_clusters` says which those are);
+  component, with the record it was first seen at: a function of all the keys and their order,
+  kept for the components a change cannot reach (:func:`near_clusters` says which those are);
 - ``papers``: a canonical record's paper columns (text, key, counts, paper_id), while its file is
   the same: the staged ``papers`` table itself.
 
@@ -218,7 +219,7 @@ class NearResult:
     bands: pl.DataFrame  # the next memo's parts
     pairs: pl.DataFrame
     clusters: pl.DataFrame
-    worked_out: int  # keys whose cluster was worked out (every eligible key without a memo)
+    reclustered: int  # keys long enough for near matching whose cluster was worked out, not kept
 
 
 def near_clusters(keys: pl.DataFrame, memo: Memo, texts: Texts, config: NearConfig) -> NearResult:
@@ -229,25 +230,29 @@ def near_clusters(keys: pl.DataFrame, memo: Memo, texts: Texts, config: NearConf
     Why that is exact: candidate pairs come from LSH buckets, and a bucket that holds no key that
     is new, gone or moved in the priority order (a "changed" key) holds the same keys in the same
     order as before, so it gives the same pairs, and their Jaccard is a function of the texts.
-    Every verified edge the change can add, drop or re-order lies in a bucket holding a changed
-    key. So a connected component with no key in such a bucket has the same edges and order as
-    before, and the same clusters (the chain guard works within a component). The keys of the
-    components that do have one, and the changed keys, are clustered again, with the pairs among
-    them from their buckets taken whole (:func:`near_dedup.candidate_pairs_within`); every other
-    key keeps its cluster from the memo."""
+    Every verified edge lies in a bucket of both its keys, so every edge the change can add, drop
+    or re-order lies in a bucket holding a changed key ("touched"). A connected component none
+    of whose keys is in a touched bucket therefore has the same edges and order as before, and
+    the same clusters (the chain guard works within a component). The components that have such
+    a key are clustered again, whole, with the pairs among their keys from their buckets taken
+    whole (:func:`near_dedup.candidate_pairs_within`): an edge leaving them would lie in an
+    untouched bucket, so it was an edge before, inside one component. Every other key keeps its
+    cluster and component from the memo, which by the same argument are what working them out
+    gives, labels included (a component's earliest key cannot change while it is kept)."""
     hashes = keys.select(KEY)
     eligible, bands, band_table = bands_of(hashes, memo, texts, config)
     similarity = PairSimilarity(hashes, memo, texts, config)
     indexed = keys.select(*KEY, "source_file", "ordinal").with_row_index("index")
     if memo.clusters.is_empty():  # no memo: every key
         found = cluster_candidates(eligible, candidate_pairs(bands, config.max_bucket), similarity.factory(), config)
-        clusters = _clusters_table(indexed, found, None)
+        clusters = _clusters_table(indexed, found)
         return NearResult(_merged(clusters, indexed), band_table, similarity.table(), clusters.drop("index"), len(eligible))
-    earlier = indexed.join(memo.clusters, on=KEY, how="left", suffix="_then", maintain_order="left")
-    changed = (earlier["component"].is_null() | (earlier["source_file"] != earlier["source_file_then"])
-               | (earlier["ordinal"] != earlier["ordinal_then"])).fill_null(True)
+    then = indexed.join(memo.clusters.rename(lambda c: c if c in KEY else f"{c}_then"), on=KEY, how="left",
+                        maintain_order="left")
+    changed = (then["component_then"].is_null() | (then["source_file"] != then["source_file_then"])
+               | (then["ordinal"] != then["ordinal_then"])).fill_null(True)
     gone = memo.clusters.join(hashes, on=KEY, how="anti")
-    # The buckets a changed key is in, now or (for a key that is gone) before.
+    # The band values of the changed keys, now, and of the keys that are gone, before.
     touched = bands[changed.gather(eligible).to_numpy()]
     gone_bands = memo.bands.join(gone.select(KEY), on=KEY, how="semi").filter("eligible")["bands"]
     if gone_bands.len():
@@ -255,28 +260,31 @@ def near_clusters(keys: pl.DataFrame, memo: Memo, texts: Texts, config: NearConf
     in_touched = np.zeros(len(eligible), dtype=bool)
     for j in range(bands.shape[1]):
         in_touched |= pl.Series(bands[:, j]).is_in(pl.Series(touched[:, j]).implode()).to_numpy()
-    # Their components, as the memo has them.
-    component = earlier["component"].gather(eligible)
-    reached = pl.concat([component.filter(pl.Series(in_touched)), gone["component"],
-                         earlier["component"].filter(changed)]).drop_nulls().unique()
-    within = in_touched | component.is_in(reached.implode()).fill_null(False).to_numpy()
-    found = cluster_candidates(eligible, candidate_pairs_within(bands, within, config.max_bucket), similarity.factory(), config)
+    # Whole components: every eligible key whose component (as the memo has it) has a key in a
+    # touched bucket, and the new keys (in_touched, as their own bands are touched).
+    component_then = then["component_then"].gather(eligible)
+    reached = component_then.filter(pl.Series(in_touched)).drop_nulls().unique()
+    reclustered = in_touched | component_then.is_in(reached.implode()).fill_null(False).to_numpy()
+    found = cluster_candidates(eligible, candidate_pairs_within(bands, reclustered, config.max_bucket),
+                               similarity.factory(), config)
     worked_out = np.zeros(len(indexed), dtype=bool)
-    worked_out[eligible[within]] = True
-    clusters = _clusters_table(indexed, found, earlier.with_columns(worked_out=pl.Series(worked_out) | changed))
+    worked_out[eligible[reclustered]] = True
+    # Changed keys too short for near matching: their own cluster, as they have no memo row.
+    clusters = _clusters_table(indexed, found, then, pl.Series(worked_out) | changed)
     pairs = similarity.table().join(memo.pairs, on=PAIR, how="anti")
     kept = memo.pairs
     if gone.height:  # pairs of keys that are gone are dropped, so the table does not grow forever
         kept = kept.join(gone.select(a_a="hash_a", a_b="hash_b"), on=["a_a", "a_b"], how="anti").join(
             gone.select(b_a="hash_a", b_b="hash_b"), on=["b_a", "b_b"], how="anti")
     return NearResult(_merged(clusters, indexed), band_table, pl.concat([kept, pairs]), clusters.drop("index"),
-                      int(within.sum()))
+                      int(reclustered.sum()))
 
 
-def _clusters_table(indexed: pl.DataFrame, found: Clusters, earlier: pl.DataFrame | None) -> pl.DataFrame:
-    """CLUSTERS_SCHEMA (and ``index``) of every key: from ``found`` for the keys it holds; a key
-    of its own for the other keys worked out (all of them without ``earlier``); from ``earlier``
-    (the memo's rows, a ``worked_out`` mask) for the rest."""
+def _clusters_table(indexed: pl.DataFrame, found: Clusters, then: pl.DataFrame | None = None,
+                    worked_out: pl.Series | None = None) -> pl.DataFrame:
+    """CLUSTERS_SCHEMA (and ``index``) of every key: the memo's row (``then``, its columns
+    suffixed ``_then``) where ``worked_out`` is false; otherwise from ``found``, or a cluster of
+    its own for a key ``found`` does not hold."""
     hash_a, hash_b = indexed["hash_a"].to_numpy(), indexed["hash_b"].to_numpy()
     canonical = np.arange(len(indexed), dtype=np.int64)
     canonical[found.nodes] = found.canonical
@@ -288,15 +296,12 @@ def _clusters_table(indexed: pl.DataFrame, found: Clusters, earlier: pl.DataFram
         component=pl.Series(component), canonical_a=pl.Series(hash_a[canonical]), canonical_b=pl.Series(hash_b[canonical]),
         similarity=pl.Series(similarity),
     )
-    if earlier is not None:
-        keep = ~earlier["worked_out"]
+    if then is not None:
         now = now.with_columns(
-            component=pl.when(keep).then(earlier["component"]).otherwise(now["component"]),
-            canonical_a=pl.when(keep).then(earlier["canonical_a"]).otherwise(now["canonical_a"]),
-            canonical_b=pl.when(keep).then(earlier["canonical_b"]).otherwise(now["canonical_b"]),
-            similarity=pl.when(keep).then(earlier["similarity"]).otherwise(now["similarity"]),
+            pl.when(worked_out).then(now[column]).otherwise(then[f"{column}_then"]).alias(column)
+            for column in ("component", "canonical_a", "canonical_b", "similarity")
         )
-    return now.select(*CLUSTERS_SCHEMA, "index")
+    return now.select(*CLUSTERS_SCHEMA, "index").cast(CLUSTERS_SCHEMA)
 
 
 def _merged(clusters: pl.DataFrame, indexed: pl.DataFrame) -> pl.DataFrame:

@@ -11,20 +11,23 @@ from polars.testing import assert_frame_equal
 from etl_project import dedup, dedup_memo
 from etl_project.dedup_memo import Memo
 from etl_project.enrich.markup import with_plain_text
-from etl_project.near_dedup import NearConfig, clusters_of, near_duplicates
+from etl_project.near_dedup import NearConfig, near_duplicates
 from etl_project_tests.conftest import normalized_records
 
 BASE = ("we study robust training of graph neural networks under label noise and propose a method that "
         "reweights samples by their agreement with neighbours with experiments on citation benchmarks")
 OTHER = ("a compiler for sparse tensor algebra that fuses loops across kernels and schedules them for "
          "modern accelerators reaching the speed of hand written code on many workloads")
-# Near variants of each base, a chain (each step a few words from the last, the ends far apart),
-# exact copies that differ in case only, and texts too short for near matching.
+# Near variants of each of three bases, a chain (each step a few words from the last, the ends far
+# apart), exact copies that differ in case only, and texts too short for near matching.
 CHAIN = [BASE]
 for old, new in [("robust", "stable"), ("graph", "hyper"), ("label", "tag"), ("citation", "social"),
                  ("samples", "nodes"), ("neighbours", "peers"), ("method", "scheme")]:
     CHAIN.append(CHAIN[-1].replace(old, new))
-TEXTS = [*CHAIN, OTHER, OTHER.replace("sparse", "dense"), OTHER.upper(), BASE.upper(), "Too short to match.", "Also short."]
+THIRD = ("an empirical study of language models trained on source code showing that scaling data and "
+         "parameters together improves pass rates on programming benchmarks across many languages")
+TEXTS = [*CHAIN, OTHER, OTHER.replace("sparse", "dense"), OTHER.upper(), BASE.upper(), THIRD,
+         THIRD.replace("empirical", "systematic"), "Too short to match.", "Also short."]
 NAMES = ["a.txt", "b.txt", "c.txt", "sub/d.txt", "e.txt"]
 CONFIGS = [NearConfig(), NearConfig(max_bucket=2), NearConfig(threshold=0.6, chain_guard=0.3)]
 
@@ -73,9 +76,11 @@ def test_any_sequence_of_changes_gives_what_a_fresh_deduplication_gives(tmp_path
             folder[arg] = folder.pop(name)
         records, files = tables(folder)
         done = dedup.deduplicate_with_memo(records.lazy(), config, files, memo)
-        papers, occurrences = dedup.deduplicate(records, config)
-        assert_frame_equal(done.papers, papers, check_exact=True)
-        assert_frame_equal(done.occurrences, occurrences, check_exact=True)
+        fresh = dedup.deduplicate_with_memo(records, config, files)
+        assert_frame_equal(done.papers, fresh.papers, check_exact=True)
+        assert_frame_equal(done.occurrences, fresh.occurrences, check_exact=True)
+        # What the next run keeps, component labels included, is what working it out gives.
+        assert_frame_equal(done.memo.clusters, fresh.memo.clusters, check_exact=True)
 
 
 def test_a_change_works_out_only_what_it_brings_and_looks_up_the_rest(tmp_path, monkeypatch):
@@ -169,24 +174,24 @@ def test_columns_of_unchanged_canonical_records_are_carried_and_the_rest_worked_
 @settings(max_examples=40, deadline=None)
 @given(texts=st.lists(st.sampled_from(TEXTS), min_size=1, max_size=len(TEXTS), unique=True), config=st.sampled_from(CONFIGS))
 def test_clusters_from_the_memo_are_near_duplicates_own(texts, config):
-    """The memo's path against near_dedup.near_duplicates itself (deduplicate goes through the memo
-    path too), once computing everything and once looking everything up, reading no text."""
+    """dedup_memo.near_clusters (what deduplicate runs) against near_dedup.near_duplicates
+    itself: with no memo, computing everything; with the bands and pairs of that run, reading no
+    text; with its clusters too, clustering nothing again."""
     series = pl.Series(texts)
     expected = near_duplicates(series, config)
-    hashes = series.to_frame("t").select(dedup_memo.text_hash("t"))
+    keys = series.to_frame("t").select(dedup_memo.text_hash("t")).with_columns(
+        source_file=pl.lit("a.txt"), ordinal=pl.int_range(1, pl.len() + 1, dtype=pl.UInt32))
 
-    def clusters(memo: Memo, read) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-        source = dedup_memo.Texts(read)
-        eligible, bands, table = dedup_memo.bands_of(hashes, memo, source, config)
-        similarity = dedup_memo.PairSimilarity(hashes, memo, source, config)
-        return clusters_of(eligible, bands, similarity.factory(), config), table, similarity.table()
-
-    computed, bands, pairs = clusters(Memo.empty(config), series.gather)
-    assert computed.equals(expected)
+    computed = dedup_memo.near_clusters(keys, Memo.empty(config), dedup_memo.Texts(series.gather), config)
+    assert computed.merged.equals(expected)
 
     def nothing_read(rows):
         raise AssertionError(f"read texts {rows} that the memo holds")
 
     empty = Memo.empty(config)
-    looked_up, _, _ = clusters(Memo(empty.files, empty.keys, bands, pairs, empty.clusters, empty.papers), nothing_read)
-    assert looked_up.equals(expected)
+    memo = Memo(empty.files, empty.keys, computed.bands, computed.pairs, empty.clusters, empty.papers)
+    looked_up = dedup_memo.near_clusters(keys, memo, dedup_memo.Texts(nothing_read), config)
+    assert looked_up.merged.equals(expected) and looked_up.clusters.equals(computed.clusters)
+    memo = Memo(empty.files, empty.keys, computed.bands, computed.pairs, computed.clusters, empty.papers)
+    kept = dedup_memo.near_clusters(keys, memo, dedup_memo.Texts(nothing_read), config)
+    assert kept.merged.equals(expected) and kept.clusters.equals(computed.clusters) and kept.reclustered == 0
