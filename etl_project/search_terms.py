@@ -200,10 +200,12 @@ def stage_terms(papers: pl.LazyFrame, paper_names: pl.LazyFrame, folder: Path, s
 def _write_new_parts(con: duckdb.DuckDBPyConnection, papers: pl.DataFrame, paper_names: pl.DataFrame,
                      variants: pl.DataFrame, folder: Path) -> int:
     """The terms of ``papers`` into new parts of ``folder``, placed; returns how many parts.
-    Made BATCH_PAPERS papers at a time, in paper_id order, each batch in memory: one statement over
-    a million papers would sort and aggregate ~50M rows, spilling far beyond MEMORY_GIB."""
-    papers = papers.sort("paper_id")
-    prefix = stage.new_batch_id()  # the parts' names sort in paper_id order
+    Made BATCH_PAPERS papers at a time, each batch in memory: one statement over a million papers
+    would sort and aggregate ~50M rows, spilling far beyond MEMORY_GIB. The batches follow the
+    papers table's order, which is its canonical records' (source_file, ordinal): a file's papers
+    share a part or two, so removing or changing a file rewrites those, not every part (paper_id,
+    a hash, would spread them over all)."""
+    prefix = stage.new_batch_id()  # the parts' names sort in the papers' order
     batches = range(0, papers.height, BATCH_PAPERS)
     for batch, start in enumerate(batches):
         name = f"{prefix}-{batch:05d}.parquet"
