@@ -48,6 +48,16 @@ def test_checks_report_after_the_assets_and_the_publish_comes_last(run):
     assert started[-1] == "warehouse"
 
 
+def test_the_run_keeps_paths_not_frames_of_the_big_tables(run):
+    """Dagster's in-process execution keeps every step's output value until the run ends; the
+    steps of the big tables return their staged file, so no frame outlives its step."""
+    _, result = run
+    outputs = [("landing_tables", "records"), ("deduplicated", "papers"), ("deduplicated", "paper_occurrences"),
+               ("paper_links", "result"), ("paper_names", "result"), ("paper_topics", "result"), ("paper_terms", "result")]
+    for node, output in outputs:
+        assert isinstance(result.output_for_node(node, output), Path), (node, output)
+
+
 def test_seed_figures_in_the_lake(published: Path):
     with etl_project.connect(published) as con:
         titles = con.sql("SELECT title FROM source_files ORDER BY source_file").fetchall()

@@ -15,7 +15,12 @@ from etl_project.defs.metadata import (
     table_metadata,
     table_value,
 )
-from etl_project.defs.resources import EtlSettings, GxValidation, staged_file
+from etl_project.defs.resources import (
+    EtlSettings,
+    GxValidation,
+    staged_file,
+    staged_output,
+)
 from etl_project.enrich.markup import with_plain_text
 
 PUBLISHED_TABLES = (
@@ -177,9 +182,10 @@ def deduplicated(context: dg.AssetExecutionContext, etl: EtlSettings, records: p
         "papers_worked_out": papers.height - done.papers_reused,
         "near_keys_worked_out": done.near_worked_out,
     }
-    yield dg.Output(papers, "papers", metadata={**table_metadata(papers, "papers"), **summary})
+    yield dg.Output(staged_output(context, etl, papers, "papers"), "papers",
+                    metadata={**table_metadata(papers, "papers"), **summary})
     yield dg.Output(
-        occurrences,
+        staged_output(context, etl, occurrences, "paper_occurrences"),
         "paper_occurrences",
         metadata=non_empty({
             **table_metadata(occurrences, "paper_occurrences"),

@@ -20,7 +20,7 @@ from etl_project.defs.metadata import (
     table_metadata,
     table_value,
 )
-from etl_project.defs.resources import EtlSettings, staged_file
+from etl_project.defs.resources import EtlSettings, staged_file, staged_output
 from etl_project.enrich import links, names, reuse, topics
 
 FINGERPRINTS = "{asset}.fingerprints"  # beside an enrichment table in the stage: what it was computed from
@@ -70,7 +70,7 @@ def _share(part: int, whole: int) -> float:
 
 @dg.asset(group_name="enrich", kinds={"polars"}, owners=OWNERS)
 def paper_links(context: dg.AssetExecutionContext, etl: EtlSettings, papers: pl.LazyFrame,
-                paper_occurrences: pl.LazyFrame, records: pl.LazyFrame) -> dg.Output[pl.DataFrame]:
+                paper_occurrences: pl.LazyFrame, records: pl.LazyFrame) -> dg.Output[Path]:
     """Every URL in each paper's texts (the canonical abstract first, then its near-duplicate
     variants, which may carry a link the canonical lacks), trimmed as a linkifier would, with host,
     kind (code_repository, dataset, model, project_page, anonymous_review, ...) and, for GitHub,
@@ -81,7 +81,7 @@ def paper_links(context: dg.AssetExecutionContext, etl: EtlSettings, papers: pl.
     frame = computed.rows
     with_code = frame.filter(pl.col("kind").is_in(links.CODE_KINDS))["paper_id"].n_unique()
     return dg.Output(
-        frame,
+        staged_output(context, etl, frame),
         metadata=non_empty({
             **table_metadata(frame, "paper_links"),
             **_reuse_metadata(computed),
@@ -94,7 +94,7 @@ def paper_links(context: dg.AssetExecutionContext, etl: EtlSettings, papers: pl.
 
 
 @dg.asset(group_name="enrich", kinds={"polars"}, owners=OWNERS)
-def paper_names(context: dg.AssetExecutionContext, etl: EtlSettings, papers: pl.LazyFrame) -> dg.Output[pl.DataFrame]:
+def paper_names(context: dg.AssetExecutionContext, etl: EtlSettings, papers: pl.LazyFrame) -> dg.Output[Path]:
     """The names papers give the method, model, benchmark or dataset they introduce ("we propose
     X", "termed X", "X—short for ...", ...), with the pattern that found each and the evidence.
     Precision first: papers that introduce no name have no row. Rules: etl_project/enrich/names.py."""
@@ -104,7 +104,7 @@ def paper_names(context: dg.AssetExecutionContext, etl: EtlSettings, papers: pl.
     frame = computed.rows
     named = frame["paper_id"].n_unique()
     return dg.Output(
-        frame,
+        staged_output(context, etl, frame),
         metadata=non_empty({
             **table_metadata(frame, "paper_names"),
             **_reuse_metadata(computed),
@@ -116,7 +116,7 @@ def paper_names(context: dg.AssetExecutionContext, etl: EtlSettings, papers: pl.
 
 
 @dg.asset(group_name="enrich", kinds={"polars"}, owners=OWNERS, code_version=f"taxonomy-{topics.taxonomy_version()}")
-def paper_topics(context: dg.AssetExecutionContext, etl: EtlSettings, papers: pl.LazyFrame) -> dg.Output[pl.DataFrame]:
+def paper_topics(context: dg.AssetExecutionContext, etl: EtlSettings, papers: pl.LazyFrame) -> dg.Output[Path]:
     """Each paper tagged with every topic of the taxonomy (etl_project/enrich/taxonomy.yaml, or
     $ETL_TAXONOMY) whose patterns its plain text matches, with the matched phrases; 'other' when
     none. The taxonomy is read on every run; its hash is this asset's code version, so an edited
@@ -128,7 +128,7 @@ def paper_topics(context: dg.AssetExecutionContext, etl: EtlSettings, papers: pl
     frame = computed.rows
     counts = frame.group_by("topic", "label").agg(papers=pl.col("paper_id").n_unique()).sort("papers", "topic", descending=[True, False])
     return dg.Output(
-        frame,
+        staged_output(context, etl, frame),
         metadata=non_empty({
             **table_metadata(frame, "paper_topics"),
             **_reuse_metadata(computed),

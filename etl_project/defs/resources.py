@@ -166,6 +166,16 @@ class StageIOManager(dg.ConfigurableIOManager):
         return pl.read_parquet(path)
 
 
+def staged_output(context: dg.AssetExecutionContext, etl: EtlSettings, frame: pl.DataFrame, output: str = "result") -> Path:
+    """``frame`` written where the IO manager keeps the step's output ``output``, to return in its
+    place: Dagster's in-process execution keeps every output value until the run ends (for
+    ExecuteInProcessResult.output_for_node), so a step that returned a big frame would hold it
+    through every later step; a path costs nothing to keep."""
+    path = stage.run_path(etl.warehouse, context.run_id, context.asset_key_for_output(output).to_user_string())
+    stage.write(frame, path)
+    return path
+
+
 def staged_file(instance: dg.DagsterInstance, warehouse: Path, asset_key: dg.AssetKey, run_id: str | None) -> Path:
     """The asset's staged file from run ``run_id``, else from the run of its latest
     materialization: the instance is asked only then (a query of its event log per input adds up).
