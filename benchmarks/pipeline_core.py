@@ -53,7 +53,7 @@ def paper_terms(staged: Path, variants: pl.DataFrame) -> pl.LazyFrame:
     folder = staged / "paper_terms.parquet"
     search_terms.stage_terms(*(pl.scan_parquet(staged / f"{name}.parquet") for name in ("papers", "paper_names")),
                              folder, staged / "paper_terms.fingerprints.parquet", "bench", temp_directory=staged / "duckdb_tmp",
-                             variants=variants)
+                             variants=search_terms.Variants.of(variants))
     return pl.scan_parquet(folder)
 
 
@@ -108,7 +108,7 @@ def run_core(landing: Path, warehouse: Path, near: bool = True, enrich: bool = T
     check("papers", "paper_occurrences", "source_overlap")
     if enrich:
         with timed("enrich"):
-            texts = dedup.variant_texts(papers, occurrences, records)
+            texts = dedup.variant_texts(occurrences, records)
             tables["paper_links"] = keep("paper_links", links.extract_links(texts))
             variants = search_terms.variants_of(texts)  # what paper_terms reads (the asset finds them itself)
             del texts

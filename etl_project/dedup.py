@@ -296,45 +296,48 @@ def difference_excerpt(canonical: str, member: str, context: int = 5, max_change
     return " ".join(parts) if parts else "(same words; differs only in case, spacing or symbols)"
 
 
-def variant_texts(papers: pl.DataFrame | pl.LazyFrame, occurrences: pl.DataFrame | pl.LazyFrame, records: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
-    """``(paper_id, abstract)`` for every distinct text of every paper: the canonical abstract
-    first, then the texts of its other records in (source_file, ordinal) order. A near duplicate
-    can carry what its canonical lacks (a "Code is available at ..." line, say).
-
-    Texts are told apart by a 128-bit hash (as dedup keys are), so of the other records only the
-    texts that are kept are ever held."""
-    papers_texts = papers.lazy().select("paper_id", "abstract").collect()
-    others = (
-        occurrences.lazy()
-        .filter(pl.col("match_kind") != "canonical")
-        .select("paper_id", "record_id", "source_file", "ordinal")
-        .join(records.lazy().select("record_id", *text_hash("text")), on="record_id")
-        .sort("source_file", "ordinal")
-        .select("paper_id", "record_id", "hash_a", "hash_b")
+def variant_hashes(occurrences: pl.DataFrame | pl.LazyFrame, text_hashes: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
+    """``(paper_id, record_id, hash_a, hash_b)`` of every distinct text of every paper, in the
+    order of ``variant_texts``, without reading a text: ``text_hashes`` holds each record's
+    (``record_id``, ``text_hash`` of its text), as etl_project.dedup_memo.record_text_hashes keeps
+    them. The canonical record is its paper's first by (source_file, ordinal), so one order serves
+    both: canonical records first (the papers' own order), then every other record."""
+    occurrences = occurrences.lazy().select(
+        "paper_id", "record_id", "source_file", "ordinal", other=pl.col("match_kind") != "canonical"
     )
+    hashed = occurrences.join(text_hashes.lazy().select("record_id", "hash_a", "hash_b"), on="record_id", how="left")
     kept = (
-        pl.concat([
-            papers_texts.lazy().select("paper_id", *text_hash("abstract"), record_id=pl.lit(None, pl.String)),
-            others.select("paper_id", "hash_a", "hash_b", "record_id"),
-        ])
-        .with_row_index("_order")
+        hashed.sort("other", "source_file", "ordinal")
         .unique(["paper_id", "hash_a", "hash_b"], keep="first", maintain_order=True)
-        .select("_order", "paper_id", "record_id")
-        .collect(engine="streaming")  # the texts are hashed as they stream by
+        .select("paper_id", "record_id", "hash_a", "hash_b")
+        .collect()
     )
-    paper_rows = papers_texts.height
-    own = kept.filter(pl.col("_order") < paper_rows)["_order"]
-    if own.len() < paper_rows:  # only when papers repeat a (paper_id, abstract)
-        papers_texts = papers_texts[own]
-    other_texts = (
-        records.lazy().select("record_id", abstract="text").join(kept.lazy(), on="record_id", how="semi")
+    if kept["hash_a"].null_count():
+        raise RuntimeError("the text hashes lack records of the occurrences: they are of another deduplication")
+    return kept
+
+
+def variant_texts(occurrences: pl.DataFrame | pl.LazyFrame, records: pl.DataFrame | pl.LazyFrame,
+                  kept: pl.DataFrame | None = None, paper_ids: pl.Series | None = None) -> pl.DataFrame:
+    """``(paper_id, abstract)`` for every distinct text of every paper (of ``paper_ids`` only,
+    when given): the canonical abstract first, then the texts of its other records in
+    (source_file, ordinal) order. A near duplicate can carry what its canonical lacks (a "Code is
+    available at ..." line, say).
+
+    Texts are told apart by a 128-bit hash (as dedup keys are): ``kept`` is ``variant_hashes``
+    when the caller has it, else the records' texts are hashed as they stream by; either way only
+    the texts that are kept are ever held. A paper's ``abstract`` is its canonical record's
+    ``text``, so every text is read from ``records``."""
+    if kept is None:
+        kept = variant_hashes(occurrences, records.lazy().select("record_id", *text_hash("text")).collect(engine="streaming"))
+    if paper_ids is not None:
+        kept = kept.filter(pl.col("paper_id").is_in(paper_ids.implode()))
+    texts = (
+        records.lazy().filter(pl.col("record_id").is_in(kept["record_id"].implode()))
+        .select("record_id", "text", *text_hash("text", ("read_a", "read_b")))
         .collect(engine="streaming")
     )
-    return pl.concat([
-        papers_texts,
-        kept.lazy()
-        .filter(pl.col("_order") >= paper_rows)
-        .join(other_texts.lazy(), on="record_id", how="left", maintain_order="left")
-        .select("paper_id", "abstract")
-        .collect(),
-    ])
+    found = kept.join(texts, on="record_id", how="left", maintain_order="left")
+    if found.filter((pl.col("read_a") != pl.col("hash_a")) | (pl.col("read_b") != pl.col("hash_b")) | pl.col("text").is_null()).height:
+        raise RuntimeError("records no longer hold the texts the deduplication saw: materialize papers again")
+    return found.select("paper_id", abstract="text")

@@ -4,8 +4,9 @@ Every entry but ``clusters`` is a function of texts alone, given the build (code
 library versions, the near-duplicate settings among them: the caller keeps a memo only for the
 build that wrote it):
 
-- ``keys``: each record's key hashes (``text_hash`` of its ``dedup_key``), valid while its file's
-  bytes (``files``: source_file, sha256) are the same;
+- ``keys``: each record's key hashes (``text_hash`` of its ``dedup_key``) and text hashes (of its
+  ``text``: what enrichment tells a paper's texts apart by, see :func:`record_text_hashes`), valid
+  while its file's bytes (``files``: source_file, sha256) are the same;
 - ``bands``: each distinct key's LSH band hashes, or that it is too short for near matching;
 - ``pairs``: the exact Jaccard of pairs of distinct keys, as verification and the chain guard
   asked for them;
@@ -45,7 +46,9 @@ PAIR = ["a_a", "a_b", "b_a", "b_b"]
 PARTS = ("build", "files", "keys", "bands", "pairs", "clusters")
 PAPER_COLUMNS = ["canonical_record_id", "first_source_file", "paper_id", "abstract", "dedup_key", "word_count", "char_count"]
 FILES_SCHEMA = {"source_file": pl.String, "sha256": pl.String}
-KEYS_SCHEMA = {"record_id": pl.String, "source_file": pl.String, "hash_a": pl.UInt64, "hash_b": pl.UInt64}
+KEYS_SCHEMA = {"record_id": pl.String, "source_file": pl.String, "hash_a": pl.UInt64, "hash_b": pl.UInt64,
+               "text_a": pl.UInt64, "text_b": pl.UInt64}
+SEED_A, SEED_B = 0x9E3779B97F4A7C15, 0x632BE59BD9B4E019
 PAIRS_SCHEMA = {**dict.fromkeys(PAIR, pl.UInt64), "jaccard": pl.Float64}
 # ``component``: hash_a of the earliest key of the key's connected component; it only groups keys,
 # so two components sharing one (odds ~n²/2^65) are merely worked out again together.
@@ -55,15 +58,12 @@ CLUSTERS_SCHEMA = {
 }
 
 
-def text_hash(column: str) -> list[pl.Expr]:
+def text_hash(column: str, names: tuple[str, str] = ("hash_a", "hash_b")) -> list[pl.Expr]:
     """Two independently seeded 64-bit hashes of a text column (``hash_a``, ``hash_b``), to tell
     texts apart without holding them: a collision between two of n distinct texts has odds of
     about n²/2^129 (1e-25 for ten million), far below any hardware error rate. Polars' hash is
     stable within one Polars version only, which the build a memo is kept for includes."""
-    return [
-        pl.col(column).hash(seed=0x9E3779B97F4A7C15).alias("hash_a"),
-        pl.col(column).hash(seed=0x632BE59BD9B4E019).alias("hash_b"),
-    ]
+    return [pl.col(column).hash(seed=SEED_A).alias(names[0]), pl.col(column).hash(seed=SEED_B).alias(names[1])]
 
 
 def _bands_schema(config: NearConfig | None) -> dict:
@@ -113,6 +113,17 @@ class Memo:
         )
 
 
+def record_text_hashes(papers_file: Path) -> pl.LazyFrame | None:
+    """``(record_id, hash_a, hash_b)``: ``text_hash`` of the text of every record of the
+    deduplication that staged ``papers_file``, from the memo it staged beside it (None: there is
+    none). What enrichment fingerprints a paper's texts by without reading them: the same hash
+    over the same text (a paper's ``abstract`` is its canonical record's ``text``)."""
+    path = _path(papers_file.parent, "keys")
+    if not path.exists() or not {"text_a", "text_b"} <= set(pl.read_parquet_schema(path)):
+        return None
+    return pl.scan_parquet(path).select("record_id", hash_a="text_a", hash_b="text_b")
+
+
 def _path(folder: Path, part: str) -> Path:
     return folder / f"dedup_memo.{part}.parquet"
 
@@ -129,7 +140,7 @@ def key_hashes(records: pl.LazyFrame, same: pl.Series, memo: Memo) -> pl.DataFra
     the others)."""
     fresh = (
         records.filter(~pl.col("source_file").is_in(same.implode()))
-        .select("record_id", "source_file", *text_hash("dedup_key"))
+        .select("record_id", "source_file", *text_hash("dedup_key"), *text_hash("text", ("text_a", "text_b")))
         .collect(engine="streaming")
     )
     return pl.concat([memo.keys.filter(pl.col("source_file").is_in(same.implode())), fresh])

@@ -28,7 +28,7 @@ index the PRAGMA builds).
 
 import functools
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +37,7 @@ import duckdb
 import polars as pl
 
 from etl_project import lake, stage
+from etl_project.dedup_memo import text_hash
 from etl_project.enrich import reuse
 from etl_project.enrich.markup import with_plain_text
 from etl_project.lake import literal
@@ -82,21 +83,40 @@ def connection(temp_directory: Path | None = None) -> Iterator[duckdb.DuckDBPyCo
         con.close()
 
 
-def fingerprints(papers: pl.DataFrame, paper_names: pl.DataFrame, variants: pl.DataFrame) -> pl.DataFrame:
+@dataclass(frozen=True)
+class Variants:
+    """The papers' variants: their ``text_hash`` (paper_id, hash_a, hash_b), which the
+    fingerprints take, and their texts (VARIANTS_SCHEMA) read for the papers worked out only."""
+
+    hashes: pl.DataFrame
+    read: Callable[[pl.Series], pl.DataFrame]  # the variants of those paper_ids
+
+    @classmethod
+    def of(cls, variants: pl.DataFrame) -> "Variants":
+        """Variants held in memory (VARIANTS_SCHEMA)."""
+        variants = variants.select(VARIANTS_SCHEMA.keys())
+        return cls(variants.select("paper_id", *text_hash("abstract")),
+                   lambda paper_ids: variants.filter(pl.col("paper_id").is_in(paper_ids.implode())))
+
+
+NO_VARIANTS = Variants.of(pl.DataFrame(schema=VARIANTS_SCHEMA))
+
+
+def fingerprints(papers: pl.LazyFrame, paper_names: pl.DataFrame, variants: Variants) -> pl.DataFrame:
     """``(paper_id, fp_a, fp_b)``: what each paper's terms are made from (its plain text, its
     names in name_rank order, its variants in any order), told apart by two independently seeded
     64-bit Polars hashes (etl_project/enrich/reuse.py, whose fingerprints of names and variants
-    these combine). Hashed in Polars, not by DuckDB's md5 of each document, which took seconds at
-    a million papers."""
+    these combine). The plain texts are hashed as they stream by, never held; the variants by
+    their text hashes, never read."""
     names = reuse.fingerprints(paper_names.sort("paper_id", "name_rank").select("paper_id", name=pl.struct("name", "long_name")), "name")
-    texts = reuse.fingerprints(variants.sort("paper_id", "abstract"), "abstract")
+    texts = reuse.combine(variants.hashes.sort("paper_id", "hash_a", "hash_b"))
     return (
-        papers.lazy().select("paper_id", fp_a=pl.col("abstract_plain").hash(reuse.SEED_A), fp_b=pl.col("abstract_plain").hash(reuse.SEED_B))
+        papers.select("paper_id", *text_hash("abstract_plain", ("fp_a", "fp_b")))
         .join(names.lazy(), on="paper_id", how="left", suffix="_names", maintain_order="left")
         .join(texts.lazy(), on="paper_id", how="left", suffix="_variants", maintain_order="left")
         .select("paper_id", fp_a=pl.struct("fp_a", "fp_a_names", "fp_a_variants").hash(reuse.SEED_A),
                 fp_b=pl.struct("fp_b", "fp_b_names", "fp_b_variants").hash(reuse.SEED_B))
-        .collect()
+        .collect(engine="streaming")
     )
 
 
@@ -148,11 +168,11 @@ class StagedTerms:
 
 def stage_terms(papers: pl.LazyFrame, paper_names: pl.LazyFrame, folder: Path, sidecar: Path, build: str,
                 previous: tuple[Path, Path] | None = None, temp_directory: Path | None = None,
-                variants: pl.DataFrame | None = None) -> StagedTerms:
+                variants: Variants = NO_VARIANTS) -> StagedTerms:
     """``paper_terms`` of the papers of ``papers`` and ``paper_names`` (scans of their tables)
-    and of their ``variants`` (VARIANTS_SCHEMA; None: no paper has any) staged into ``folder``, a
-    folder of Parquet parts (each sorted by paper_id and term), and each paper's fingerprint and
-    part into the file ``sidecar``.
+    and of their ``variants`` staged into ``folder``, a folder of Parquet parts (each sorted by
+    paper_id and term), and each paper's fingerprint and part into the file ``sidecar``. Only the
+    papers worked out are read whole (their plain text, their variants' texts).
 
     ``previous`` is the previous table's folder and fingerprints, by the same ``build``: a paper
     whose fingerprint did not change keeps its rows, only the others are worked out. A previous
@@ -161,8 +181,7 @@ def stage_terms(papers: pl.LazyFrame, paper_names: pl.LazyFrame, folder: Path, s
     than MAX_PARTS parts, its smallest are merged into one, so the parts stay few and large."""
     shutil.rmtree(folder, ignore_errors=True)  # a retried step's parts
     folder.mkdir(parents=True)
-    variants = pl.DataFrame(schema=VARIANTS_SCHEMA) if variants is None else variants.select(VARIANTS_SCHEMA.keys())
-    papers, paper_names = papers.select(PAPER_COLUMNS).collect(), paper_names.select(NAME_COLUMNS).collect()
+    paper_names = paper_names.select(NAME_COLUMNS).collect()
     with connection(temp_directory) as con:
         con.register("current", fingerprints(papers, paper_names, variants))
         con.execute("CREATE TEMP TABLE placed (paper_id VARCHAR, part VARCHAR)")  # where each paper's rows are
@@ -185,10 +204,11 @@ def stage_terms(papers: pl.LazyFrame, paper_names: pl.LazyFrame, folder: Path, s
                 con.execute("UPDATE placed SET part = ? WHERE part = ?", [name, part])
                 written += 1
         todo = con.execute("SELECT paper_id FROM current ANTI JOIN placed USING (paper_id)").pl()["paper_id"]
-        written += _write_new_parts(con, papers.filter(pl.col("paper_id").is_in(todo.implode())), paper_names, variants, folder)
+        chosen = papers.filter(pl.col("paper_id").is_in(todo.implode())).select(PAPER_COLUMNS).collect()
+        written += _write_new_parts(con, chosen, paper_names, variants.read(todo).select(VARIANTS_SCHEMA.keys()), folder)
         written += _merge_smallest_parts(con, folder)
         if not any(folder.glob("*.parquet")):  # no terms at all: still a table, with its columns
-            _register_batch(con, papers.clear(), paper_names, variants)
+            _register_batch(con, chosen.clear(), paper_names, NO_VARIANTS.read(todo))
             con.execute(f"COPY ({TERMS}) TO {literal(str(folder / _part_name()))} "
                         "(FORMAT parquet, COMPRESSION zstd)")
         con.execute(f"COPY (SELECT paper_id, fp_a, fp_b, part, {literal(build)} AS build FROM current "

@@ -1,7 +1,9 @@
 import polars as pl
 import pytest
 
-from etl_project import dedup
+from etl_project import dedup, dedup_memo
+from etl_project.dedup_memo import text_hash
+from etl_project.enrich import reuse
 from etl_project_tests.conftest import normalized_records
 
 
@@ -82,9 +84,29 @@ def test_variant_texts_are_each_papers_distinct_texts_canonical_first():
             expected.append((paper_id, text_of[record_id]))
             seen.add((paper_id, text_of[record_id]))
     assert len(expected) == 4  # two papers; one of them written three ways
-    assert dedup.variant_texts(papers, occurrences, records).rows() == expected
+    assert dedup.variant_texts(occurrences, records).rows() == expected
     shuffled = occurrences.sample(fraction=1.0, shuffle=True, seed=1)
-    assert dedup.variant_texts(papers.lazy(), shuffled.lazy(), records.reverse().lazy()).rows() == expected
+    assert dedup.variant_texts(shuffled.lazy(), records.reverse().lazy()).rows() == expected
+
+
+def test_variant_hashes_are_the_variant_texts_hashed_and_read_back_only_when_they_match(tmp_path):
+    rows = [("b.txt", 1, "We propose “X”."), ("a.txt", 2, 'We propose "X".'), ("c.txt", 5, "WE PROPOSE “X”."),
+            ("a.txt", 1, "Another abstract."), ("b.txt", 2, "Another abstract."), ("c.txt", 1, "We propose “X”.")]
+    records = normalized_records(rows)
+    done = dedup.deduplicate_with_memo(records)
+    texts = dedup.variant_texts(done.occurrences, records)
+    # The hashes the deduplication keeps, as the enrichment steps read them beside the papers.
+    done.papers.write_parquet(tmp_path / "papers.parquet")
+    done.memo.write(tmp_path, "build")
+    kept = dedup.variant_hashes(done.occurrences, dedup_memo.record_text_hashes(tmp_path / "papers.parquet"))
+    assert kept.select("paper_id", "hash_a", "hash_b").equals(texts.select("paper_id", *text_hash("abstract")))
+    assert reuse.combine(kept).equals(reuse.fingerprints(texts, "abstract"))
+    one = texts["paper_id"][-1]
+    assert dedup.variant_texts(done.occurrences, records, kept, pl.Series([one])).equals(texts.filter(pl.col("paper_id") == one))
+    # Records whose texts are no longer those the deduplication hashed are refused, not read.
+    edited = records.with_columns(text=pl.col("text") + " Edited.")
+    with pytest.raises(RuntimeError, match="materialize papers again"):
+        dedup.variant_texts(done.occurrences, edited, kept)
 
 
 def test_reading_rows_back_refuses_records_whose_order_changed():

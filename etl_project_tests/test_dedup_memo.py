@@ -81,6 +81,9 @@ def test_any_sequence_of_changes_gives_what_a_fresh_deduplication_gives(tmp_path
         assert_frame_equal(done.occurrences, fresh.occurrences, check_exact=True)
         # What the next run keeps, component labels included, is what working it out gives.
         assert_frame_equal(done.memo.clusters, fresh.memo.clusters, check_exact=True)
+        # Each record's text hash, looked up or not, is its text's: what enrichment fingerprints by.
+        texts = records.select("record_id", *dedup_memo.text_hash("text", ("text_a", "text_b"))).sort("record_id")
+        assert_frame_equal(done.memo.keys.select("record_id", "text_a", "text_b").sort("record_id"), texts, check_exact=True)
 
 
 def test_a_change_works_out_only_what_it_brings_and_looks_up_the_rest(tmp_path, monkeypatch):

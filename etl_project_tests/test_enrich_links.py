@@ -126,7 +126,7 @@ def test_a_link_only_a_near_duplicate_carries_belongs_to_its_paper():
     records = normalized_records([("a.txt", 1, canonical), ("b.txt", 1, variant), ("c.txt", 1, variant)])
     papers, occurrences = dedup.deduplicate(records)
     assert papers.height == 1 and set(occurrences["match_kind"]) == {"canonical", "near"}
-    texts = dedup.variant_texts(papers, occurrences, records)
+    texts = dedup.variant_texts(occurrences, records)
     assert texts["abstract"].to_list() == [papers["abstract"][0], variant]  # canonical first, once each
     found = extract_links(texts)
     assert found.select("paper_id", "url", "owner", "name", "link_rank").rows() == [

@@ -285,7 +285,8 @@ def _stage(rows, folder: Path, previous: tuple[Path, Path] | None = None, build:
         frames[name].write_parquet(folder / f"{name}.parquet")
     terms, sidecar = folder / "terms", folder / "fingerprints.parquet"
     done = search_terms.stage_terms(pl.scan_parquet(folder / "papers.parquet"), pl.scan_parquet(folder / "paper_names.parquet"),
-                                    terms, sidecar, build, previous, variants=variants)
+                                    terms, sidecar, build, previous,
+                                    variants=search_terms.NO_VARIANTS if variants is None else search_terms.Variants.of(variants))
     expected = frames["paper_terms"] if variants is None else search_terms.paper_terms(frames["papers"], frames["paper_names"], variants)
     return expected, (terms, sidecar), done
 

@@ -3,7 +3,9 @@ and the search terms search_papers scores.
 
 Each is computed only for the papers whose texts changed since the previous run's table, which
 gives the rest (etl_project/enrich/reuse.py; paper_terms compares fingerprints in DuckDB); a full
-refresh computes every paper again."""
+refresh computes every paper again. Texts are told apart by the hashes of every record's text
+that the deduplication keeps (etl_project.dedup_memo.record_text_hashes), so only the texts of
+the papers computed are read."""
 
 from collections.abc import Callable
 from pathlib import Path
@@ -11,12 +13,11 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from etl_project import dedup, search_terms, stage
+from etl_project import dedup, dedup_memo, search_terms, stage
 from etl_project.defs import launch
 from etl_project.defs.metadata import (
     OWNERS,
     non_empty,
-    row_count,
     table_metadata,
     table_value,
 )
@@ -26,14 +27,16 @@ from etl_project.enrich import links, names, reuse, topics
 FINGERPRINTS = "{asset}.fingerprints"  # beside an enrichment table in the stage: what it was computed from
 
 
-def computed_for_changes(context: dg.AssetExecutionContext, etl: EtlSettings, build: str, inputs: pl.DataFrame,
-                         text: str, compute: Callable[[pl.DataFrame], pl.DataFrame]) -> reuse.Computed:
-    """``compute(inputs)``, reusing the rows of the papers whose texts the previous table of this
-    asset was computed from, when it was computed by the same code and settings (``build``, taken
+def computed_for_changes(context: dg.AssetExecutionContext, etl: EtlSettings, build: str, current: pl.DataFrame,
+                         compute: Callable[[pl.Series | None], pl.DataFrame]) -> reuse.Computed:
+    """The table ``compute(paper_ids)`` makes (None: of every paper), asked only for the papers
+    whose texts' fingerprints (``current``) differ from those the previous table of this asset
+    was computed from, when it was computed by the same code and settings (``build``, taken
     before the asset read its rules or taxonomy: an edit in between then recomputes, never the
     other way round); the fingerprints are staged beside this run's table for the next run."""
     asset = context.asset_key.to_user_string()
-    computed = reuse.compute_changed(inputs, text, compute, None if launch.full_refresh(context) else _previous(context, etl, asset, build))
+    previous = None if launch.full_refresh(context) else _previous(context, etl, asset, build)
+    computed = reuse.compute_for_changes(current, compute, previous)
     fingerprints = computed.fingerprints.with_columns(build=pl.lit(build))
     stage.write(fingerprints, stage.run_path(etl.warehouse, context.run_id, FINGERPRINTS.format(asset=asset)))
     return computed
@@ -60,6 +63,40 @@ def _previous_files(context: dg.AssetExecutionContext, etl: EtlSettings, asset: 
     return (rows, sidecar) if built_by.len() and built_by[0] == build else None
 
 
+def _text_hashes(papers: Path, records: pl.LazyFrame) -> pl.LazyFrame:
+    """Each record's (record_id, hash_a, hash_b) of its text: as the deduplication that staged
+    ``papers`` kept them (etl_project.dedup_memo.record_text_hashes), else hashed from ``records``."""
+    kept = dedup_memo.record_text_hashes(papers)
+    return kept if kept is not None else records.select("record_id", *dedup_memo.text_hash("text"))
+
+
+def _variants(papers: Path, paper_occurrences: pl.LazyFrame, records: pl.LazyFrame) -> tuple[pl.DataFrame, Callable]:
+    """``dedup.variant_hashes`` of every paper, and the texts (dedup.variant_texts) of the
+    papers asked for (None: every paper)."""
+    kept = dedup.variant_hashes(paper_occurrences, _text_hashes(papers, records))
+    return kept, lambda paper_ids: dedup.variant_texts(paper_occurrences, records, kept, paper_ids)
+
+
+def _abstract_fingerprints(papers: Path) -> pl.DataFrame:
+    """reuse.fingerprints of each paper's abstract: from its canonical record's text hash, which
+    the deduplication kept (no abstract is read), else from the abstracts."""
+    hashes = dedup_memo.record_text_hashes(papers)
+    if hashes is not None:
+        canonical = pl.scan_parquet(papers).select("paper_id", record_id="canonical_record_id")
+        found = canonical.join(hashes, on="record_id", how="left", maintain_order="left").collect()
+        if not found["hash_a"].null_count():
+            return reuse.combine(found)
+    return reuse.fingerprints(pl.scan_parquet(papers).select("paper_id", "abstract"), "abstract")
+
+
+def _papers_of(papers: Path, paper_ids: pl.Series | None, *columns: str) -> pl.DataFrame:
+    """``columns`` of the papers ``paper_ids`` (None: all), in the table's order."""
+    scan = pl.scan_parquet(papers)
+    if paper_ids is not None:
+        scan = scan.filter(pl.col("paper_id").is_in(paper_ids.implode()))
+    return scan.select(*columns).collect()
+
+
 def _reuse_metadata(computed: reuse.Computed) -> dict:
     return {"papers_computed": computed.computed, "papers_reused": computed.reused}
 
@@ -68,16 +105,17 @@ def _share(part: int, whole: int) -> float:
     return round(part / whole, 4) if whole else 0.0
 
 
-@dg.asset(group_name="enrich", kinds={"polars"}, owners=OWNERS)
-def paper_links(context: dg.AssetExecutionContext, etl: EtlSettings, papers: pl.LazyFrame,
+@dg.asset(group_name="enrich", kinds={"polars"}, owners=OWNERS, ins={"papers": dg.AssetIn(dagster_type=Path)})
+def paper_links(context: dg.AssetExecutionContext, etl: EtlSettings, papers: Path,
                 paper_occurrences: pl.LazyFrame, records: pl.LazyFrame) -> dg.Output[Path]:
     """Every URL in each paper's texts (the canonical abstract first, then its near-duplicate
     variants, which may carry a link the canonical lacks), trimmed as a linkifier would, with host,
     kind (code_repository, dataset, model, project_page, anonymous_review, ...) and, for GitHub,
     GitLab and Hugging Face, the repository's owner and name. Rules: etl_project/enrich/links.py."""
     build = etl.build_fingerprint()
-    computed = computed_for_changes(context, etl, build, dedup.variant_texts(papers, paper_occurrences, records), "abstract",
-                                    links.extract_links)
+    hashes, texts = _variants(papers, paper_occurrences, records)
+    computed = computed_for_changes(context, etl, build, reuse.combine(hashes.select("paper_id", "hash_a", "hash_b")),
+                                    lambda paper_ids: links.extract_links(texts(paper_ids)))
     frame = computed.rows
     with_code = frame.filter(pl.col("kind").is_in(links.CODE_KINDS))["paper_id"].n_unique()
     return dg.Output(
@@ -87,20 +125,20 @@ def paper_links(context: dg.AssetExecutionContext, etl: EtlSettings, papers: pl.
             **_reuse_metadata(computed),
             "papers_with_links": frame["paper_id"].n_unique(),
             "papers_with_code": with_code,
-            "share_with_code": _share(with_code, row_count(papers)),
+            "share_with_code": _share(with_code, computed.fingerprints.height),
             "by_kind": table_value(frame.group_by("kind").len().sort("len", "kind", descending=[True, False])),
         }),
     )
 
 
-@dg.asset(group_name="enrich", kinds={"polars"}, owners=OWNERS)
-def paper_names(context: dg.AssetExecutionContext, etl: EtlSettings, papers: pl.LazyFrame) -> dg.Output[Path]:
+@dg.asset(group_name="enrich", kinds={"polars"}, owners=OWNERS, ins={"papers": dg.AssetIn(dagster_type=Path)})
+def paper_names(context: dg.AssetExecutionContext, etl: EtlSettings, papers: Path) -> dg.Output[Path]:
     """The names papers give the method, model, benchmark or dataset they introduce ("we propose
     X", "termed X", "X—short for ...", ...), with the pattern that found each and the evidence.
     Precision first: papers that introduce no name have no row. Rules: etl_project/enrich/names.py."""
     build = etl.build_fingerprint()
-    computed = computed_for_changes(context, etl, build, papers.select("paper_id", "abstract").collect(), "abstract",
-                                    names.extract_names)
+    computed = computed_for_changes(context, etl, build, _abstract_fingerprints(papers),
+                                    lambda paper_ids: names.extract_names(_papers_of(papers, paper_ids, "paper_id", "abstract")))
     frame = computed.rows
     named = frame["paper_id"].n_unique()
     return dg.Output(
@@ -109,22 +147,25 @@ def paper_names(context: dg.AssetExecutionContext, etl: EtlSettings, papers: pl.
             **table_metadata(frame, "paper_names"),
             **_reuse_metadata(computed),
             "papers_named": named,
-            "share_named": _share(named, row_count(papers)),
+            "share_named": _share(named, computed.fingerprints.height),
             "by_pattern": table_value(frame.group_by("pattern").len().sort("len", "pattern", descending=[True, False])),
         }),
     )
 
 
-@dg.asset(group_name="enrich", kinds={"polars"}, owners=OWNERS, code_version=f"taxonomy-{topics.taxonomy_version()}")
-def paper_topics(context: dg.AssetExecutionContext, etl: EtlSettings, papers: pl.LazyFrame) -> dg.Output[Path]:
+@dg.asset(group_name="enrich", kinds={"polars"}, owners=OWNERS, code_version=f"taxonomy-{topics.taxonomy_version()}",
+          ins={"papers": dg.AssetIn(dagster_type=Path)})
+def paper_topics(context: dg.AssetExecutionContext, etl: EtlSettings, papers: Path) -> dg.Output[Path]:
     """Each paper tagged with every topic of the taxonomy (etl_project/enrich/taxonomy.yaml, or
     $ETL_TAXONOMY) whose patterns its plain text matches, with the matched phrases; 'other' when
     none. The taxonomy is read on every run; its hash is this asset's code version, so an edited
     taxonomy shows as a code change once the code location is reloaded."""
     build = etl.build_fingerprint()
     taxonomy = topics.load_taxonomy()
-    computed = computed_for_changes(context, etl, build, papers.select("paper_id", "abstract_plain").collect(),
-                                    "abstract_plain", lambda changed: topics.tag_topics(changed, taxonomy))
+    # The plain text is a function of the abstract (the build covers how): the abstract's fingerprint serves.
+    computed = computed_for_changes(
+        context, etl, build, _abstract_fingerprints(papers),
+        lambda paper_ids: topics.tag_topics(_papers_of(papers, paper_ids, "paper_id", "abstract_plain"), taxonomy))
     frame = computed.rows
     counts = frame.group_by("topic", "label").agg(papers=pl.col("paper_id").n_unique()).sort("papers", "topic", descending=[True, False])
     return dg.Output(
@@ -155,14 +196,17 @@ def paper_terms(context: dg.AssetExecutionContext, etl: EtlSettings, papers: Pat
     out = stage.run_path(etl.warehouse, context.run_id, asset)
     folder, fingerprints = out.with_name(f"{out.name}.partial"), out.with_name(f"{FINGERPRINTS.format(asset=asset)}.parquet")
     previous = None if launch.full_refresh(context) else _previous_files(context, etl, asset, build)
-    variants = search_terms.variants_of(dedup.variant_texts(pl.scan_parquet(papers), paper_occurrences, records))
+    hashes, texts = _variants(papers, paper_occurrences, records)
+    first = hashes["paper_id"].is_first_distinct()  # each paper's canonical text: the rest are its variants
+    variants = search_terms.Variants(hashes.filter(~first).select("paper_id", "hash_a", "hash_b"),
+                                     lambda paper_ids: search_terms.variants_of(texts(paper_ids)))
     staged = search_terms.stage_terms(pl.scan_parquet(papers), pl.scan_parquet(paper_names), folder, fingerprints,
                                       build, previous, etl.warehouse / stage.STAGE / "duckdb_tmp", variants)
     return dg.Output(
         folder,  # a folder of parts, moved into place by the IO manager
         metadata=non_empty({
             **table_metadata(pl.scan_parquet(folder), "paper_terms"),
-            "papers_with_variants": variants["paper_id"].n_unique(),
+            "papers_with_variants": variants.hashes["paper_id"].n_unique(),
             "papers_computed": staged.computed,
             "papers_reused": staged.reused,
             "parts_linked": staged.parts_linked,

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
-SEED_A, SEED_B = 0x9E3779B97F4A7C15, 0x632BE59BD9B4E019
+from etl_project.dedup_memo import SEED_A, SEED_B, text_hash
+
 FINGERPRINT_SCHEMA = {"paper_id": pl.String, "fp_a": pl.UInt64, "fp_b": pl.UInt64}
 
 
@@ -30,12 +31,18 @@ class Computed:
 
 def fingerprints(inputs: pl.DataFrame | pl.LazyFrame, text: str) -> pl.DataFrame:
     """``(paper_id, fp_a, fp_b)`` of each paper of ``inputs``: its texts (one row each, in order)."""
+    return combine(inputs.lazy().select("paper_id", *text_hash(text)))
+
+
+def combine(hashes: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
+    """``(paper_id, fp_a, fp_b)`` of each paper of ``hashes``: the ``text_hash`` (hash_a, hash_b)
+    of its texts, one row each, in order. Equal to ``fingerprints`` of those texts, so hashes kept
+    from an earlier step (etl_project.dedup_memo.record_text_hashes) stand in for reading the texts."""
     return (
-        inputs.lazy()
-        .select("paper_id", a=pl.col(text).hash(SEED_A), b=pl.col(text).hash(SEED_B))
+        hashes.lazy()
         .group_by("paper_id", maintain_order=True)
-        .agg("a", "b")
-        .select("paper_id", fp_a=pl.col("a").hash(SEED_A), fp_b=pl.col("b").hash(SEED_B))
+        .agg("hash_a", "hash_b")
+        .select("paper_id", fp_a=pl.col("hash_a").hash(SEED_A), fp_b=pl.col("hash_b").hash(SEED_B))
         .collect()
     )
 
@@ -44,12 +51,23 @@ def compute_changed(inputs: pl.DataFrame, text: str, compute: Callable[[pl.DataF
                     previous: tuple[pl.DataFrame, pl.DataFrame] | None = None) -> Computed:
     """``compute(inputs)``, computed only for the papers whose texts differ from ``previous``
     (``(fingerprints, rows)`` of an earlier run, both made by this same code; None: compute all)."""
-    current = fingerprints(inputs, text)
+    def compute_for(paper_ids: pl.Series | None) -> pl.DataFrame:
+        return compute(inputs if paper_ids is None else inputs.filter(pl.col("paper_id").is_in(paper_ids.implode())))
+
+    return compute_for_changes(fingerprints(inputs, text), compute_for, previous)
+
+
+def compute_for_changes(current: pl.DataFrame, compute: Callable[[pl.Series | None], pl.DataFrame],
+                        previous: tuple[pl.DataFrame, pl.DataFrame] | None = None) -> Computed:
+    """The table of every paper of ``current`` (FINGERPRINT_SCHEMA): ``compute(paper_ids)`` gives
+    the rows of those papers (None: of every paper), and is asked only for the papers whose
+    fingerprint differs from ``previous`` (``(fingerprints, rows)`` of an earlier run, both made
+    by this same code; None: compute all); every other paper's rows are taken from there."""
     if previous is None:
-        return Computed(compute(inputs), current, 0, current.height)
+        return Computed(compute(None), current, 0, current.height)
     earlier, rows = previous
     same = current.join(earlier, on=["paper_id", "fp_a", "fp_b"], how="semi").select("paper_id")
-    fresh = compute(inputs.join(same, on="paper_id", how="anti", maintain_order="left"))
+    fresh = compute(current.join(same, on="paper_id", how="anti", maintain_order="left")["paper_id"])
     kept = rows.join(same, on="paper_id", how="semi", maintain_order="left")
     merged = pl.concat([kept, fresh.cast(kept.schema)]).sort("paper_id", maintain_order=True)
     return Computed(merged, current, same.height, current.height - same.height)
