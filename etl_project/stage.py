@@ -249,6 +249,18 @@ def delta_path(table_path: Path, build: str) -> Path:
     return table_path.with_name(f"{table_path.name.removesuffix('.parquet')}.delta-{build[:16]}.parquet")
 
 
+def scope_path(table_path: Path, build: str) -> Path:
+    """The papers (paper_id) whose rows of a staged per-paper table its checks validate under
+    ``build``: those the run worked out, when the table's other rows passed the checks before
+    (suites.SuiteCheck.per_paper). ``<table>.scope-<build>.parquet``; none: the whole table."""
+    return table_path.with_name(f"{table_path.name.removesuffix('.parquet')}.scope-{build[:16]}.parquet")
+
+
+def passed_path(table_path: Path, check: str, build: str) -> Path:
+    """Beside a staged table: its every row met every expectation of ``check`` under ``build``."""
+    return table_path.with_name(f"{table_path.name.removesuffix('.parquet')}.passed-{check}-{build[:16]}")
+
+
 def stage_landing_tables(warehouse: Path, manifest_frame: pl.DataFrame, folder: Path, build: str,
                          to_validate: Collection[str] | None = None) -> dict[str, Path]:
     """Each parsed table with the rows of exactly the manifest's files, each from the batch the

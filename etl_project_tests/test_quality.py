@@ -310,3 +310,20 @@ def test_landing_checks_validate_the_delta_their_build_chose_and_whole_tables_ot
     assert background.validated_paths(check, paths, None) == paths
     whole = suites.SUITE_CHECKS["papers_suite"]
     assert background.validated_paths(whole, {"papers": tmp_path / "papers.parquet"}, "b1" * 16) == {"papers": tmp_path / "papers.parquet"}
+
+
+def test_per_paper_checks_validate_the_scope_their_build_chose(tmp_path):
+    from etl_project import stage
+    from etl_project.quality import background
+
+    check = suites.SUITE_CHECKS["paper_names_suite"]
+    paths = {table: tmp_path / f"{table}.parquet" for table in check.tables}
+    assert background.validated_paths(check, paths, "b1" * 16) == paths
+    scope = stage.scope_path(paths["paper_names"], "b1" * 16)
+    scope.touch()
+    assert background.validated_paths(check, paths, "b1" * 16) == {**paths, background.SCOPE: scope}
+    assert background.validated_rows(check, paths, "b1" * 16).startswith("rows of the papers this run worked out")
+    assert background.validated_paths(check, paths, "b2" * 16) == paths
+    assert background.validated_rows(check, paths, "b2" * 16) == "whole table"
+    papers = suites.SUITE_CHECKS["papers_suite"]  # checks a table as a whole (ids unique across papers)
+    assert background.validated_paths(papers, {"papers": paths["papers"]}, "b1" * 16) == {"papers": paths["papers"]}

@@ -141,6 +141,41 @@ def test_landing_suites_validate_the_files_not_yet_validated_and_a_bad_one_stops
     assert count(warehouse, "SELECT source_file FROM source_files ORDER BY 1") == [("a.txt",), ("b.txt",)]
 
 
+def test_per_paper_checks_validate_the_papers_a_run_worked_out_while_the_rest_passed_before(tmp_path: Path, instance, monkeypatch):
+    """The enrichment checks validate the papers a run computed when the rows it took over met
+    every expectation before; a failing new paper stops the publish, and the run after a failed
+    check validates the whole table again."""
+    from etl_project.quality import suites
+
+    def validated(result, check: str = "paper_topics_suite") -> tuple[str, int]:
+        [event] = [e for e in result.get_asset_check_evaluations() if e.check_name == check]
+        return event.metadata["validated"].value, event.metadata["rows_validated"].value
+
+    landing_dir, warehouse = tmp_path / "landing", tmp_path / "wh"
+    landing_dir.mkdir()
+    (landing_dir / "a.txt").write_text(paper_list("A", *ABSTRACTS[:3]))
+    first = materialize_all(landing_dir, warehouse, instance)
+    assert first.success and validated(first) == ("whole table", 3)  # one topic row per paper ("other")
+    (landing_dir / "b.txt").write_text(paper_list("B", ABSTRACTS[3]))
+    second = materialize_all(landing_dir, warehouse, instance)
+    assert second.success
+    assert validated(second)[0].startswith("rows of the papers this run worked out") and validated(second)[1] == 1
+    assert validated(second, "paper_names_suite")[1] == 0  # the new paper names nothing
+
+    # A suite no topic row meets: the new paper's row fails it and nothing is published.
+    never = suites.Suite("paper_topics", (suites.Rule("ExpectColumnValuesToBeInSet", {"column": "topic", "value_set": ["none"]}),))
+    monkeypatch.setattr(suites, "paper_topics_suite", lambda topic_ids: never)
+    (landing_dir / "c.txt").write_text(paper_list("C", ABSTRACTS[4]))
+    failed = materialize_all(landing_dir, warehouse, instance)
+    assert not failed.success and validated(failed)[1] == 1
+    assert count(warehouse, "SELECT count(*) FROM papers") == [(4,)]
+    # The failed table passed nothing: the next run validates every row again.
+    monkeypatch.undo()
+    (landing_dir / "d.txt").write_text(paper_list("D", ABSTRACTS[5]))
+    again = materialize_all(landing_dir, warehouse, instance)
+    assert again.success and validated(again) == ("whole table", 6)
+
+
 def test_a_run_is_needed_until_the_snapshot_holds_the_folder_as_it_is(tmp_path: Path, instance):
     landing_dir, warehouse = tmp_path / "landing", tmp_path / "wh"
     landing_dir.mkdir()

@@ -24,7 +24,7 @@ from etl_project.quality.runner import SuiteResult
 AFTER_ASSETS = {"dagster/priority": "-1"}
 
 
-def check_result(result: SuiteResult, delta: bool = False) -> dg.AssetCheckResult:
+def check_result(result: SuiteResult, validated: str = "whole table") -> dg.AssetCheckResult:
     """The check's verdict and, in its own metadata, what the UI needs without the Data Docs
     (which the UI cannot open: they are local files): every expectation with its severity, outcome,
     unexpected count and samples as a table, the failed ones again as their own table, and the path
@@ -32,8 +32,8 @@ def check_result(result: SuiteResult, delta: bool = False) -> dg.AssetCheckResul
 
     Any failed expectation fails the check; with only WARN expectations failed it fails at WARN
     severity, which does not stop the publish (SuiteResult.blocks: only a failed ERROR rule does).
-    ``delta``: the rows validated are those of the landing files the current snapshot does not
-    hold as validated by this code (suites.SuiteCheck.delta), which the description and metadata say."""
+    ``validated``: which rows were validated (background.validated_rows), which the description
+    and metadata say."""
     expectations = [_expectation_row(r) for r in result.results]
     failures = [row for row, r in zip(expectations, result.results) if not r.success]
     failed_severities = sorted({r.rule.severity for r in result.failed})
@@ -45,12 +45,12 @@ def check_result(result: SuiteResult, delta: bool = False) -> dg.AssetCheckResul
         passed=result.passed,
         severity=dg.AssetCheckSeverity(result.severity),
         description=f"{len(result.results) - len(failures)}/{len(result.results)} expectations met on {result.row_count} rows"
-        + (" of the files this code had not validated" if delta else "")
+        + ("" if validated == "whole table" else f" ({validated})")
         + (f"; failed: {len(failures)} ({', '.join(failed_severities)})" if failures else ""),
         metadata=non_empty({
             "suite": result.suite.name,
             "rows_validated": result.row_count,
-            "validated": "rows of the files this code had not validated" if delta else "whole table",
+            "validated": validated,
             "expectations_evaluated": len(result.results),
             "expectations_failed": len(failures),
             "failures": table_value(_without_empty_columns(failures)),
@@ -98,7 +98,7 @@ def suite_check(check: suites.SuiteCheck) -> dg.AssetChecksDefinition:
         additional_deps=check.extra, op_tags=AFTER_ASSETS,
     )
     def _suite_check(context: dg.AssetCheckExecutionContext, etl: EtlSettings, gx: GxValidation) -> dg.AssetCheckResult:
-        return check_result(gx.verdict(context, etl.warehouse, check, etl.build_fingerprint()), check.delta)
+        return check_result(*gx.verdict(context, etl.warehouse, check, etl.build_fingerprint()))
 
     return _suite_check
 

@@ -23,6 +23,7 @@ from etl_project.defs.metadata import (
 )
 from etl_project.defs.resources import EtlSettings, staged_file, staged_output
 from etl_project.enrich import links, names, reuse, topics
+from etl_project.quality.suites import SUITE_CHECKS
 
 FINGERPRINTS = "{asset}.fingerprints"  # beside an enrichment table in the stage: what it was computed from
 
@@ -35,19 +36,23 @@ def computed_for_changes(context: dg.AssetExecutionContext, etl: EtlSettings, bu
     before the asset read its rules or taxonomy: an edit in between then recomputes, never the
     other way round); the fingerprints are staged beside this run's table for the next run."""
     asset = context.asset_key.to_user_string()
-    previous = None if launch.full_refresh(context) else _previous(context, etl, asset, build)
+    found = None if launch.full_refresh(context) else _previous_files(context, etl, asset, build)
+    previous = None if found is None else (pl.read_parquet(found[1]).drop("build"), pl.read_parquet(found[0]))
     computed = reuse.compute_for_changes(current, compute, previous)
     fingerprints = computed.fingerprints.with_columns(build=pl.lit(build))
     stage.write(fingerprints, stage.run_path(etl.warehouse, context.run_id, FINGERPRINTS.format(asset=asset)))
+    # The checks validate only the papers computed now when the rows taken over passed them all.
+    scope = stage.scope_path(stage.run_path(etl.warehouse, context.run_id, asset), build)
+    scope.unlink(missing_ok=True)  # a retried step's
+    if found is not None and computed.worked_out is not None and _passed_checks(found[0], asset, build):
+        stage.write(computed.worked_out.to_frame("paper_id"), scope)
     return computed
 
 
-def _previous(context: dg.AssetExecutionContext, etl: EtlSettings, asset: str, build: str) -> tuple[pl.DataFrame, pl.DataFrame] | None:
-    found = _previous_files(context, etl, asset, build)
-    if found is None:
-        return None
-    rows, sidecar = found
-    return pl.read_parquet(sidecar).drop("build"), pl.read_parquet(rows)
+def _passed_checks(rows: Path, asset: str, build: str) -> bool:
+    """Whether ``rows`` met every expectation of each per-paper check of ``asset`` under ``build``."""
+    return all(stage.passed_path(rows, check.name, build).exists()
+               for check in SUITE_CHECKS.values() if check.asset == asset and check.per_paper)
 
 
 def _previous_files(context: dg.AssetExecutionContext, etl: EtlSettings, asset: str, build: str) -> tuple[Path, Path] | None:

@@ -110,12 +110,14 @@ class GxValidation(dg.ConfigurableResource):
         if context.run_id:
             background.forget(context.run_id)
 
-    def verdict(self, context: dg.AssetCheckExecutionContext, warehouse: Path, check: SuiteCheck, build: str) -> runner.SuiteResult:
+    def verdict(self, context: dg.AssetCheckExecutionContext, warehouse: Path, check: SuiteCheck,
+                build: str) -> tuple[runner.SuiteResult, str]:
         """``check``'s result on the tables as this run staged them (or, for a table it did not
-        stage, as the latest materialization left it)."""
+        stage, as the latest materialization left it), and which of their rows it validated."""
         paths = {table: staged_file(context.instance, warehouse, dg.AssetKey(table), context.run.run_id)
                  for table in check.tables}
-        return background.verdict(context.run.run_id, warehouse, check, paths, build)
+        return (background.verdict(context.run.run_id, warehouse, check, paths, build),
+                background.validated_rows(check, paths, build))
 
     def blocking_failures(self, context: dg.AssetExecutionContext, warehouse: Path, staged: Mapping[str, Path],
                           build: str) -> list[str]:

@@ -24,6 +24,7 @@ from etl_project.quality.suites import SUITE_CHECKS, SuiteCheck
 # Data Docs of this many runs are kept (each run's site is its own folder; check links stay valid).
 KEEP_DOCS_RUNS = 20
 
+SCOPE = "scope"  # in validated_paths: the papers a per-paper check validates
 # (run id, check name) -> (the files validated, the verdict to come)
 _started: dict[tuple[str, str], tuple[dict[str, Path], Future]] = {}
 _lock = threading.Lock()
@@ -50,18 +51,39 @@ def start(run_id: str, warehouse: Path, check: SuiteCheck, paths: dict[str, Path
 
 def validated_paths(check: SuiteCheck, paths: dict[str, Path], build: str | None) -> dict[str, Path]:
     """The files ``check`` validates: for a check of the landing rows not yet validated
-    (SuiteCheck.delta), each staged table's delta that this ``build`` chose beside it; the tables
-    themselves when there is none (staged by other code or settings, which may validate otherwise)
-    or no build is given."""
-    if not check.delta or build is None:
+    (SuiteCheck.delta), each staged table's delta that this ``build`` chose beside it; for a
+    per-paper check (SuiteCheck.per_paper), the tables and, as ``SCOPE``, the papers to validate
+    that this ``build`` chose beside the checked table; the tables themselves when there is none
+    (staged by other code or settings, which may validate otherwise) or no build is given."""
+    if build is None:
+        return paths
+    if check.per_paper:
+        scope = stage.scope_path(paths[check.asset], build)
+        return {**paths, SCOPE: scope} if scope.exists() else paths
+    if not check.delta:
         return paths
     deltas = {table: stage.delta_path(path, build) for table, path in paths.items()}
     return deltas if all(path.exists() for path in deltas.values()) else paths
 
 
+def validated_rows(check: SuiteCheck, paths: dict[str, Path], build: str | None) -> str:
+    """What of its tables ``check`` validates (validated_paths), in words."""
+    chosen = validated_paths(check, paths, build)
+    if SCOPE in chosen:
+        return "rows of the papers this run worked out (the others met every expectation before)"
+    if check.delta and chosen != paths:
+        return "rows of the files this code had not validated"
+    return "whole table"
+
+
 def verdict(run_id: str, warehouse: Path, check: SuiteCheck, paths: dict[str, Path], build: str | None = None) -> runner.SuiteResult:
-    """The check's result on ``paths``: waits for the validation started earlier, or runs it now."""
-    return runner.GxWorker.result(start(run_id, warehouse, check, paths, build))
+    """The check's result on ``paths``: waits for the validation started earlier, or runs it now.
+    A per-paper check whose every expectation is met says so beside the checked table: what lets
+    the next run validate only the papers it works out."""
+    result = runner.GxWorker.result(start(run_id, warehouse, check, paths, build))
+    if check.per_paper and build is not None and result.passed:
+        stage.passed_path(paths[check.asset], check.name, build).touch()
+    return result
 
 
 def start_ready(run_id: str, warehouse: Path, asset: str, build: str | None = None) -> None:

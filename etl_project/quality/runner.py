@@ -383,7 +383,11 @@ def _validate_staged(check: str, suite: Suite, paths: dict[str, str], docs_dir: 
     from etl_project.quality.suites import SUITE_CHECKS
 
     tables = SUITE_CHECKS[check].tables
-    frame = SUITE_CHECKS[check].frame(*(pl.scan_parquet(paths[t]) for t in tables))
+    scans = [pl.scan_parquet(paths[t]) for t in tables]
+    if "scope" in paths:  # a per-paper check: the rows of those papers (background.validated_paths)
+        papers = pl.read_parquet(paths["scope"])["paper_id"].implode()
+        scans = [scan.filter(pl.col("paper_id").is_in(papers)) for scan in scans]
+    frame = SUITE_CHECKS[check].frame(*scans)
     return _run_suite(suite, frame, docs_dir, _validate_deferring_docs)
 
 

@@ -332,6 +332,10 @@ class SuiteCheck:
     # table's delta, see stage.stage_landing_tables), not the whole tables: what holds across
     # files is checked by etl_project/integrity.py when publishing.
     delta: bool = False
+    # Its rules hold paper by paper: a row's verdict depends on its own paper's rows and that
+    # paper alone. Validates the papers the run worked out (stage.scope_path), when the rows it
+    # took over from the previous table met every expectation of this check then (stage.passed_path).
+    per_paper: bool = False
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -386,19 +390,19 @@ SUITE_CHECKS = {check.name: check for check in (
         "paper_links_suite", "paper_links",
         "One row per URL per paper of an existing paper; URLs well-formed and trimmed, hosts lower "
         "case, kinds known, forge repositories with an owner.",
-        paper_links_frame, lambda *tables: PAPER_LINKS, ("papers",),
+        paper_links_frame, lambda *tables: PAPER_LINKS, ("papers",), per_paper=True,
     ),
     SuiteCheck(
         "paper_names_suite", "paper_names",
         "One row per name per paper of an existing paper; each name found verbatim in its abstract, "
         "with a known pattern and a plausible length.",
-        paper_names_frame, lambda *tables: PAPER_NAMES, ("papers",),
+        paper_names_frame, lambda *tables: PAPER_NAMES, ("papers",), per_paper=True,
     ),
     SuiteCheck(
         "paper_topics_suite", "paper_topics",
         "Every paper has a topic, topics come from the taxonomy, 'other' only alone, and every "
         "taxonomy topic has evidence.",
         paper_topics_frame,
-        lambda *tables: paper_topics_suite(enrich_topics.load_taxonomy().topic_ids()), ("papers",),
+        lambda *tables: paper_topics_suite(enrich_topics.load_taxonomy().topic_ids()), ("papers",), per_paper=True,
     ),
 )}
