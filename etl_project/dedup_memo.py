@@ -113,13 +113,19 @@ class Memo:
         )
 
 
-def record_text_hashes(papers_file: Path) -> pl.LazyFrame | None:
+def record_text_hashes(papers_file: Path, build: str) -> pl.LazyFrame | None:
     """``(record_id, hash_a, hash_b)``: ``text_hash`` of the text of every record of the
-    deduplication that staged ``papers_file``, from the memo it staged beside it (None: there is
-    none). What enrichment fingerprints a paper's texts by without reading them: the same hash
-    over the same text (a paper's ``abstract`` is its canonical record's ``text``)."""
-    path = _path(papers_file.parent, "keys")
-    if not path.exists() or not {"text_a", "text_b"} <= set(pl.read_parquet_schema(path)):
+    deduplication that staged ``papers_file``, from the memo it staged beside it, when ``build``
+    wrote it (None: otherwise). What enrichment fingerprints a paper's texts by without reading
+    them: the same hash (the build holds the Polars version) over the same text (a paper's
+    ``abstract`` is its canonical record's ``text``), and that build made the papers' other columns."""
+    folder = papers_file.parent
+    path = _path(folder, "keys")
+    if not path.exists() or not _path(folder, "build").exists():
+        return None
+    if pl.read_parquet(_path(folder, "build"))["build"].to_list() != [build]:
+        return None
+    if not {"text_a", "text_b"} <= set(pl.read_parquet_schema(path)):
         return None
     return pl.scan_parquet(path).select("record_id", hash_a="text_a", hash_b="text_b")
 

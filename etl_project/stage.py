@@ -249,16 +249,19 @@ def delta_path(table_path: Path, build: str) -> Path:
     return table_path.with_name(f"{table_path.name.removesuffix('.parquet')}.delta-{build[:16]}.parquet")
 
 
-def scope_path(table_path: Path, build: str) -> Path:
-    """The papers (paper_id) whose rows of a staged per-paper table its checks validate under
-    ``build``: those the run worked out, when the table's other rows passed the checks before
-    (suites.SuiteCheck.per_paper). ``<table>.scope-<build>.parquet``; none: the whole table."""
-    return table_path.with_name(f"{table_path.name.removesuffix('.parquet')}.scope-{build[:16]}.parquet")
+def scope_path(table_path: Path, build: str, papers: Path) -> Path:
+    """The papers (paper_id) whose rows a staged per-paper table took over from the previous
+    table, which met its checks' every expectation then (suites.SuiteCheck.per_paper): its checks
+    validate every other row, under ``build`` and against the ``papers`` table it was computed
+    from (named by the run that staged it). ``<table>.scope-<build>-<papers run>.parquet``; none:
+    the whole table."""
+    return table_path.with_name(f"{table_path.name.removesuffix('.parquet')}.scope-{build[:16]}-{papers.parent.name}.parquet")
 
 
-def passed_path(table_path: Path, check: str, build: str) -> Path:
-    """Beside a staged table: its every row met every expectation of ``check`` under ``build``."""
-    return table_path.with_name(f"{table_path.name.removesuffix('.parquet')}.passed-{check}-{build[:16]}")
+def passed_path(table_path: Path, check: str, build: str, papers: Path) -> Path:
+    """Beside a staged table: its every row met every expectation of ``check`` under ``build``,
+    against the ``papers`` table (named by the run that staged it)."""
+    return table_path.with_name(f"{table_path.name.removesuffix('.parquet')}.passed-{check}-{build[:16]}-{papers.parent.name}")
 
 
 def stage_landing_tables(warehouse: Path, manifest_frame: pl.DataFrame, folder: Path, build: str,

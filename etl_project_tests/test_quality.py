@@ -312,18 +312,49 @@ def test_landing_checks_validate_the_delta_their_build_chose_and_whole_tables_ot
     assert background.validated_paths(whole, {"papers": tmp_path / "papers.parquet"}, "b1" * 16) == {"papers": tmp_path / "papers.parquet"}
 
 
-def test_per_paper_checks_validate_the_scope_their_build_chose(tmp_path):
+def test_per_paper_checks_validate_the_scope_their_build_chose_against_the_same_papers(tmp_path):
     from etl_project import stage
     from etl_project.quality import background
 
     check = suites.SUITE_CHECKS["paper_names_suite"]
-    paths = {table: tmp_path / f"{table}.parquet" for table in check.tables}
+    paths = {table: tmp_path / "runs" / "r1" / f"{table}.parquet" for table in check.tables}
     assert background.validated_paths(check, paths, "b1" * 16) == paths
-    scope = stage.scope_path(paths["paper_names"], "b1" * 16)
+    scope = stage.scope_path(paths["paper_names"], "b1" * 16, paths["papers"])
+    scope.parent.mkdir(parents=True)
     scope.touch()
     assert background.validated_paths(check, paths, "b1" * 16) == {**paths, background.SCOPE: scope}
-    assert background.validated_rows(check, paths, "b1" * 16).startswith("rows of the papers this run worked out")
+    assert background.validated_rows(check, paths, "b1" * 16).startswith("rows of the papers worked out again")
     assert background.validated_paths(check, paths, "b2" * 16) == paths
     assert background.validated_rows(check, paths, "b2" * 16) == "whole table"
+    # Against the papers of another run (a run of only some assets), the table is validated whole.
+    newer = {**paths, "papers": tmp_path / "runs" / "r2" / "papers.parquet"}
+    assert background.validated_paths(check, newer, "b1" * 16) == newer
     papers = suites.SUITE_CHECKS["papers_suite"]  # checks a table as a whole (ids unique across papers)
     assert background.validated_paths(papers, {"papers": paths["papers"]}, "b1" * 16) == {"papers": paths["papers"]}
+
+
+def test_a_scoped_check_validates_every_row_but_those_taken_over(seed_tables, tmp_path: Path):
+    """Rows with no paper or an unknown one are never hidden by the scope, and only a check that
+    met every expectation leaves the marker that lets the next run scope it."""
+    from etl_project import stage
+    from etl_project.quality import background
+
+    check, build = suites.SUITE_CHECKS["paper_names_suite"], "b1" * 16
+    names = seed_tables["paper_names"].lazy().collect()
+    taken = names["paper_id"].unique().to_frame()
+    for run, extra in (("good", []), ("bad", [{"paper_id": None}, {"paper_id": "no-such-paper"}])):
+        rows = pl.concat([names, *(names.head(1).with_columns(paper_id=pl.lit(e["paper_id"], pl.String)) for e in extra)])
+        paths = {"paper_names": stage.run_path(tmp_path, run, "paper_names"), "papers": stage.run_path(tmp_path, run, "papers")}
+        stage.write(rows, paths["paper_names"])
+        stage.write(seed_tables["papers"], paths["papers"])
+        stage.write(taken, stage.scope_path(paths["paper_names"], build, paths["papers"]))
+        result = background.verdict(run, tmp_path, check, paths, build)
+        assert result.row_count == len(extra)
+        marker = stage.passed_path(paths["paper_names"], check.name, build, paths["papers"])
+        if extra:
+            failed = {r.rule.expectation for r in result.failed}
+            assert not result.passed and {"ExpectColumnValuesToNotBeNull", "ExpectColumnValuesToBeInSet"} <= failed
+            assert not marker.exists()
+        else:
+            assert result.passed and marker.exists()
+        background.forget(run)

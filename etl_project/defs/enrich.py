@@ -4,8 +4,9 @@ and the search terms search_papers scores.
 Each is computed only for the papers whose texts changed since the previous run's table, which
 gives the rest (etl_project/enrich/reuse.py; paper_terms compares fingerprints in DuckDB); a full
 refresh computes every paper again. Texts are told apart by the hashes of every record's text
-that the deduplication keeps (etl_project.dedup_memo.record_text_hashes), so only the texts of
-the papers computed are read."""
+that the deduplication keeps (etl_project.dedup_memo.record_text_hashes), so links, names and
+topics read only the texts of the papers they compute (paper_terms hashes every plain text too,
+as it streams by)."""
 
 from collections.abc import Callable
 from pathlib import Path
@@ -28,30 +29,37 @@ from etl_project.quality.suites import SUITE_CHECKS
 FINGERPRINTS = "{asset}.fingerprints"  # beside an enrichment table in the stage: what it was computed from
 
 
-def computed_for_changes(context: dg.AssetExecutionContext, etl: EtlSettings, build: str, current: pl.DataFrame,
-                         compute: Callable[[pl.Series | None], pl.DataFrame]) -> reuse.Computed:
-    """The table ``compute(paper_ids)`` makes (None: of every paper), asked only for the papers
-    whose texts' fingerprints (``current``) differ from those the previous table of this asset
-    was computed from, when it was computed by the same code and settings (``build``, taken
-    before the asset read its rules or taxonomy: an edit in between then recomputes, never the
-    other way round); the fingerprints are staged beside this run's table for the next run."""
+def computed_for_changes(context: dg.AssetExecutionContext, etl: EtlSettings, build: str, papers: Path,
+                         current: pl.DataFrame, compute: Callable[[pl.Series | None], pl.DataFrame]) -> reuse.Computed:
+    """The table ``compute(paper_ids)`` makes from ``papers`` (None: of every paper), asked only
+    for the papers whose texts' fingerprints (``current``) differ from those the previous table of
+    this asset was computed from, when it was computed by the same code and settings (``build``,
+    taken before the asset read its rules or taxonomy: an edit in between then recomputes, never
+    the other way round); the fingerprints are staged beside this run's table for the next run,
+    with the papers table they were taken from."""
     asset = context.asset_key.to_user_string()
     found = None if launch.full_refresh(context) else _previous_files(context, etl, asset, build)
-    previous = None if found is None else (pl.read_parquet(found[1]).drop("build"), pl.read_parquet(found[0]))
+    previous = None if found is None else (pl.read_parquet(found[1]).select(*reuse.FINGERPRINT_SCHEMA), pl.read_parquet(found[0]))
     computed = reuse.compute_for_changes(current, compute, previous)
-    fingerprints = computed.fingerprints.with_columns(build=pl.lit(build))
+    fingerprints = computed.fingerprints.with_columns(build=pl.lit(build), papers=pl.lit(str(papers)))
     stage.write(fingerprints, stage.run_path(etl.warehouse, context.run_id, FINGERPRINTS.format(asset=asset)))
-    # The checks validate only the papers computed now when the rows taken over passed them all.
-    scope = stage.scope_path(stage.run_path(etl.warehouse, context.run_id, asset), build)
+    # Its checks validate only the rows not taken over, when those taken over met them all.
+    rows = stage.run_path(etl.warehouse, context.run_id, asset)
+    scope = stage.scope_path(rows, build, papers)
     scope.unlink(missing_ok=True)  # a retried step's
-    if found is not None and computed.worked_out is not None and _passed_checks(found[0], asset, build):
-        stage.write(computed.worked_out.to_frame("paper_id"), scope)
+    if found is not None and computed.taken is not None and _passed_checks(*found, asset, build):
+        stage.write(computed.taken.to_frame("paper_id"), scope)
     return computed
 
 
-def _passed_checks(rows: Path, asset: str, build: str) -> bool:
-    """Whether ``rows`` met every expectation of each per-paper check of ``asset`` under ``build``."""
-    return all(stage.passed_path(rows, check.name, build).exists()
+def _passed_checks(rows: Path, sidecar: Path, asset: str, build: str) -> bool:
+    """Whether ``rows`` met every expectation of each per-paper check of ``asset`` under
+    ``build``, against the papers table they were computed from (``sidecar`` names it)."""
+    named = pl.read_parquet_schema(sidecar).get("papers") is not None
+    papers = pl.scan_parquet(sidecar).select("papers").head(1).collect()["papers"] if named else pl.Series([], dtype=pl.String)
+    if papers.len() != 1:
+        return False
+    return all(stage.passed_path(rows, check.name, build, Path(papers[0])).exists()
                for check in SUITE_CHECKS.values() if check.asset == asset and check.per_paper)
 
 
@@ -68,30 +76,33 @@ def _previous_files(context: dg.AssetExecutionContext, etl: EtlSettings, asset: 
     return (rows, sidecar) if built_by.len() and built_by[0] == build else None
 
 
-def _text_hashes(papers: Path, records: pl.LazyFrame) -> pl.LazyFrame:
+def _text_hashes(papers: Path, records: pl.LazyFrame, build: str) -> pl.LazyFrame:
     """Each record's (record_id, hash_a, hash_b) of its text: as the deduplication that staged
-    ``papers`` kept them (etl_project.dedup_memo.record_text_hashes), else hashed from ``records``."""
-    kept = dedup_memo.record_text_hashes(papers)
+    ``papers`` kept them, when this build did (etl_project.dedup_memo.record_text_hashes), else
+    hashed from ``records``."""
+    kept = dedup_memo.record_text_hashes(papers, build)
     return kept if kept is not None else records.select("record_id", *dedup_memo.text_hash("text"))
 
 
-def _variants(papers: Path, paper_occurrences: pl.LazyFrame, records: pl.LazyFrame) -> tuple[pl.DataFrame, Callable]:
+def _variants(papers: Path, paper_occurrences: pl.LazyFrame, records: pl.LazyFrame, build: str) -> tuple[pl.DataFrame, Callable]:
     """``dedup.variant_hashes`` of every paper, and the texts (dedup.variant_texts) of the
     papers asked for (None: every paper)."""
-    kept = dedup.variant_hashes(paper_occurrences, _text_hashes(papers, records))
+    kept = dedup.variant_hashes(paper_occurrences, _text_hashes(papers, records, build))
     return kept, lambda paper_ids: dedup.variant_texts(paper_occurrences, records, kept, paper_ids)
 
 
-def _abstract_fingerprints(papers: Path) -> pl.DataFrame:
-    """reuse.fingerprints of each paper's abstract: from its canonical record's text hash, which
-    the deduplication kept (no abstract is read), else from the abstracts."""
-    hashes = dedup_memo.record_text_hashes(papers)
+def _text_fingerprints(papers: Path, build: str, text: str) -> pl.DataFrame:
+    """reuse.fingerprints of each paper's ``text`` (its abstract, or a column this build makes
+    from it alone: the plain text): when this build deduplicated ``papers``, from its canonical
+    record's text hash, which the deduplication kept (no text is read); else of ``text`` itself,
+    which an earlier build may have made otherwise."""
+    hashes = dedup_memo.record_text_hashes(papers, build)
     if hashes is not None:
         canonical = pl.scan_parquet(papers).select("paper_id", record_id="canonical_record_id")
         found = canonical.join(hashes, on="record_id", how="left", maintain_order="left").collect()
         if not found["hash_a"].null_count():
             return reuse.combine(found)
-    return reuse.fingerprints(pl.scan_parquet(papers).select("paper_id", "abstract"), "abstract")
+    return reuse.fingerprints(pl.scan_parquet(papers).select("paper_id", text), text)
 
 
 def _papers_of(papers: Path, paper_ids: pl.Series | None, *columns: str) -> pl.DataFrame:
@@ -118,8 +129,8 @@ def paper_links(context: dg.AssetExecutionContext, etl: EtlSettings, papers: Pat
     kind (code_repository, dataset, model, project_page, anonymous_review, ...) and, for GitHub,
     GitLab and Hugging Face, the repository's owner and name. Rules: etl_project/enrich/links.py."""
     build = etl.build_fingerprint()
-    hashes, texts = _variants(papers, paper_occurrences, records)
-    computed = computed_for_changes(context, etl, build, reuse.combine(hashes.select("paper_id", "hash_a", "hash_b")),
+    hashes, texts = _variants(papers, paper_occurrences, records, build)
+    computed = computed_for_changes(context, etl, build, papers, reuse.combine(hashes.select("paper_id", "hash_a", "hash_b")),
                                     lambda paper_ids: links.extract_links(texts(paper_ids)))
     frame = computed.rows
     with_code = frame.filter(pl.col("kind").is_in(links.CODE_KINDS))["paper_id"].n_unique()
@@ -142,7 +153,7 @@ def paper_names(context: dg.AssetExecutionContext, etl: EtlSettings, papers: Pat
     X", "termed X", "X—short for ...", ...), with the pattern that found each and the evidence.
     Precision first: papers that introduce no name have no row. Rules: etl_project/enrich/names.py."""
     build = etl.build_fingerprint()
-    computed = computed_for_changes(context, etl, build, _abstract_fingerprints(papers),
+    computed = computed_for_changes(context, etl, build, papers, _text_fingerprints(papers, build, "abstract"),
                                     lambda paper_ids: names.extract_names(_papers_of(papers, paper_ids, "paper_id", "abstract")))
     frame = computed.rows
     named = frame["paper_id"].n_unique()
@@ -167,9 +178,8 @@ def paper_topics(context: dg.AssetExecutionContext, etl: EtlSettings, papers: Pa
     taxonomy shows as a code change once the code location is reloaded."""
     build = etl.build_fingerprint()
     taxonomy = topics.load_taxonomy()
-    # The plain text is a function of the abstract (the build covers how): the abstract's fingerprint serves.
     computed = computed_for_changes(
-        context, etl, build, _abstract_fingerprints(papers),
+        context, etl, build, papers, _text_fingerprints(papers, build, "abstract_plain"),
         lambda paper_ids: topics.tag_topics(_papers_of(papers, paper_ids, "paper_id", "abstract_plain"), taxonomy))
     frame = computed.rows
     counts = frame.group_by("topic", "label").agg(papers=pl.col("paper_id").n_unique()).sort("papers", "topic", descending=[True, False])
@@ -201,7 +211,7 @@ def paper_terms(context: dg.AssetExecutionContext, etl: EtlSettings, papers: Pat
     out = stage.run_path(etl.warehouse, context.run_id, asset)
     folder, fingerprints = out.with_name(f"{out.name}.partial"), out.with_name(f"{FINGERPRINTS.format(asset=asset)}.parquet")
     previous = None if launch.full_refresh(context) else _previous_files(context, etl, asset, build)
-    hashes, texts = _variants(papers, paper_occurrences, records)
+    hashes, texts = _variants(papers, paper_occurrences, records, build)
     first = hashes["paper_id"].is_first_distinct()  # each paper's canonical text: the rest are its variants
     variants = search_terms.Variants(hashes.filter(~first).select("paper_id", "hash_a", "hash_b"),
                                      lambda paper_ids: search_terms.variants_of(texts(paper_ids)))

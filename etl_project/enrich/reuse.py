@@ -27,7 +27,7 @@ class Computed:
     fingerprints: pl.DataFrame  # FINGERPRINT_SCHEMA: what to hand to the next run
     reused: int  # papers whose rows came from the previous table
     computed: int  # papers computed now
-    worked_out: pl.Series | None = None  # their paper_ids (None: every paper's)
+    taken: pl.Series | None = None  # the paper_ids of the papers whose rows came from the previous table
 
 
 def fingerprints(inputs: pl.DataFrame | pl.LazyFrame, text: str) -> pl.DataFrame:
@@ -70,6 +70,8 @@ def compute_for_changes(current: pl.DataFrame, compute: Callable[[pl.Series | No
     same = current.join(earlier, on=["paper_id", "fp_a", "fp_b"], how="semi").select("paper_id")
     todo = current.join(same, on="paper_id", how="anti", maintain_order="left")["paper_id"]
     fresh = compute(todo)
+    if fresh.filter(pl.col("paper_id").is_in(same["paper_id"].implode())).height:
+        raise RuntimeError("computing some papers gave rows of papers it was not given")
     kept = rows.join(same, on="paper_id", how="semi", maintain_order="left")
     merged = pl.concat([kept, fresh.cast(kept.schema)]).sort("paper_id", maintain_order=True)
-    return Computed(merged, current, same.height, todo.len(), todo)
+    return Computed(merged, current, same.height, todo.len(), same["paper_id"])

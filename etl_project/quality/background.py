@@ -24,7 +24,7 @@ from etl_project.quality.suites import SUITE_CHECKS, SuiteCheck
 # Data Docs of this many runs are kept (each run's site is its own folder; check links stay valid).
 KEEP_DOCS_RUNS = 20
 
-SCOPE = "scope"  # in validated_paths: the papers a per-paper check validates
+SCOPE = "scope"  # in validated_paths: the papers whose rows a per-paper check does not validate again
 # (run id, check name) -> (the files validated, the verdict to come)
 _started: dict[tuple[str, str], tuple[dict[str, Path], Future]] = {}
 _lock = threading.Lock()
@@ -58,7 +58,7 @@ def validated_paths(check: SuiteCheck, paths: dict[str, Path], build: str | None
     if build is None:
         return paths
     if check.per_paper:
-        scope = stage.scope_path(paths[check.asset], build)
+        scope = stage.scope_path(paths[check.asset], build, paths["papers"])
         return {**paths, SCOPE: scope} if scope.exists() else paths
     if not check.delta:
         return paths
@@ -70,7 +70,7 @@ def validated_rows(check: SuiteCheck, paths: dict[str, Path], build: str | None)
     """What of its tables ``check`` validates (validated_paths), in words."""
     chosen = validated_paths(check, paths, build)
     if SCOPE in chosen:
-        return "rows of the papers this run worked out (the others met every expectation before)"
+        return "rows of the papers worked out again (the rows taken over met every expectation before)"
     if check.delta and chosen != paths:
         return "rows of the files this code had not validated"
     return "whole table"
@@ -82,7 +82,7 @@ def verdict(run_id: str, warehouse: Path, check: SuiteCheck, paths: dict[str, Pa
     the next run validate only the papers it works out."""
     result = runner.GxWorker.result(start(run_id, warehouse, check, paths, build))
     if check.per_paper and build is not None and result.passed:
-        stage.passed_path(paths[check.asset], check.name, build).touch()
+        stage.passed_path(paths[check.asset], check.name, build, paths["papers"]).touch()
     return result
 
 

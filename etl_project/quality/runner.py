@@ -384,9 +384,9 @@ def _validate_staged(check: str, suite: Suite, paths: dict[str, str], docs_dir: 
 
     tables = SUITE_CHECKS[check].tables
     scans = [pl.scan_parquet(paths[t]) for t in tables]
-    if "scope" in paths:  # a per-paper check: the rows of those papers (background.validated_paths)
-        papers = pl.read_parquet(paths["scope"])["paper_id"].implode()
-        scans = [scan.filter(pl.col("paper_id").is_in(papers)) for scan in scans]
+    if "scope" in paths:  # a per-paper check: every row but those taken over (background.validated_paths)
+        taken = pl.read_parquet(paths["scope"])["paper_id"].implode()
+        scans = [scan.filter(~pl.col("paper_id").is_in(taken).fill_null(False)) for scan in scans]
     frame = SUITE_CHECKS[check].frame(*scans)
     return _run_suite(suite, frame, docs_dir, _validate_deferring_docs)
 

@@ -333,8 +333,9 @@ class SuiteCheck:
     # files is checked by etl_project/integrity.py when publishing.
     delta: bool = False
     # Its rules hold paper by paper: a row's verdict depends on its own paper's rows and that
-    # paper alone. Validates the papers the run worked out (stage.scope_path), when the rows it
-    # took over from the previous table met every expectation of this check then (stage.passed_path).
+    # paper's row in papers alone. Validates every row but those the run took over from the
+    # previous table (stage.scope_path), when those met every expectation of this check against
+    # the papers they were computed from (stage.passed_path).
     per_paper: bool = False
 
     @property
