@@ -36,26 +36,19 @@ def _paper_ids(keys: pl.Series) -> pl.Series:
     return pl.Series([paper_id_of(k) for k in keys], dtype=pl.String)
 
 
-def _rows_of(records: pl.LazyFrame, rows: pl.Series, record_ids: pl.Series, columns: list[str]) -> pl.DataFrame:
-    """``columns`` of the records at ``rows`` (positions in ``records``), in the order of ``rows``.
-    Streams the scan and keeps only those rows; when ``rows`` is ascending, as it is for input
-    in (source_file, ordinal) order, nothing long is moved afterwards. ``record_ids`` are the ids
-    an earlier read found at those rows: ``records`` must give its rows in the same order every
-    time it is read (a DataFrame or a Parquet scan does), and a mismatch is an error, not a
-    silently wrong text."""
+def _rows_of(records: pl.LazyFrame, record_ids: pl.Series, files: pl.Series, columns: list[str]) -> pl.DataFrame:
+    """``columns`` of the records ``record_ids`` (of the files ``files``, one per id), in that
+    order. Only the row groups of those files are read (the records are stored in file order, so
+    row-group statistics skip the rest), and of them the rows asked for. A record that is missing
+    or held twice is an error, not a silently wrong text."""
     found = (
-        records.with_row_index("_row")
-        .join(pl.LazyFrame({"_row": rows}), on="_row", how="semi")
-        .select("_row", "record_id", *columns)
-        .collect(engine="streaming")
+        records.filter(pl.col("source_file").is_in(files.unique().implode()), pl.col("record_id").is_in(record_ids.implode()))
+        .select("record_id", *columns)
+        .collect()
     )
-    if not found["_row"].is_sorted():
-        found = found.sort("_row")
-    if not rows.is_sorted():
-        found = found[rows.rank("ordinal").cast(pl.Int64) - 1]
-    if not found["record_id"].equals(record_ids, check_names=False, check_dtypes=False):
-        raise RuntimeError("records gave its rows in another order on a second read; deduplicate needs a stable order")
-    return found.select(columns)
+    if found.height != record_ids.len() or found["record_id"].is_duplicated().any():
+        raise RuntimeError("records no longer hold each record the deduplication asked for once")
+    return record_ids.to_frame("record_id").join(found, on="record_id", how="left", maintain_order="left").select(columns)
 
 
 @dataclass(frozen=True)
@@ -97,13 +90,12 @@ def deduplicate_with_memo(records: pl.DataFrame | pl.LazyFrame, near: NearConfig
     # Each record's position in (source_file, ordinal) order, found without sorting the table:
     # the inverse of the sorting permutation.
     keys = keys.with_columns(
-        row=pl.int_range(pl.len(), dtype=pl.UInt32),
         position=pl.arg_sort_by("source_file", "ordinal").arg_sort().cast(pl.UInt32),
     ).with_columns(first=pl.col("position").min().over("hash_a", "hash_b"))
     # One representative per exact group, its earliest record, in (source_file, ordinal) order.
     representatives = (
         keys.filter(pl.col("position") == pl.col("first"))
-        .select("row", "position", "record_id", "source_file", "ordinal", "hash_a", "hash_b")
+        .select("position", "record_id", "source_file", "ordinal", "hash_a", "hash_b")
         .sort("position")
     )
     keys = keys.drop("hash_a", "hash_b")
@@ -133,7 +125,7 @@ def deduplicate_with_memo(records: pl.DataFrame | pl.LazyFrame, near: NearConfig
         # The canonical record: the cluster's earliest, which is where it is named.
         .join(
             linked.lazy().select(
-                cluster="position", canonical_row="row", first_source_file="source_file", first_ordinal="ordinal",
+                cluster="position", first_source_file="source_file", first_ordinal="ordinal",
                 canonical_record_id="record_id",
             ),
             on="cluster",
@@ -174,7 +166,7 @@ def _near_clusters(records: pl.LazyFrame, representatives: pl.DataFrame, memo: M
         return dedup_memo.NearResult(pl.DataFrame(schema=MERGED_SCHEMA), memo.bands.clear(), memo.pairs.clear(),
                                      memo.clusters.clear(), 0)
     texts = dedup_memo.Texts(lambda rows: _rows_of(
-        records, representatives["row"].gather(rows), representatives["record_id"].gather(rows), ["dedup_key"]
+        records, representatives["record_id"].gather(rows), representatives["source_file"].gather(rows), ["dedup_key"]
     ).to_series())
     return dedup_memo.near_clusters(representatives, memo, texts, near)
 
@@ -197,7 +189,7 @@ def _canonical_columns(records: pl.LazyFrame, per_paper: pl.DataFrame, same: pl.
     missing = wanted.join(known, on="_row", how="anti", maintain_order="left")["_row"]
     if missing.is_empty():
         return known.sort("_row").select(columns), known.height
-    read = _rows_of(records, per_paper["canonical_row"].gather(missing), per_paper["canonical_record_id"].gather(missing),
+    read = _rows_of(records, per_paper["canonical_record_id"].gather(missing), per_paper["first_source_file"].gather(missing),
                     ["text", "dedup_key", "word_count", "char_count"])
     read = read.select(_row=missing, paper_id=_paper_ids(read["dedup_key"]), abstract="text", dedup_key="dedup_key",
                        word_count="word_count", char_count="char_count")

@@ -110,10 +110,12 @@ def test_variant_hashes_are_the_variant_texts_hashed_and_read_back_only_when_the
         dedup.variant_texts(done.occurrences, edited, kept)
 
 
-def test_reading_rows_back_refuses_records_whose_order_changed():
+def test_reading_rows_back_finds_them_in_any_order_and_refuses_a_missing_or_repeated_record():
     records = normalized_records(ROWS)
-    rows = pl.Series([3, 0], dtype=pl.UInt32)
-    ids = records["record_id"].gather(rows)
-    assert dedup._rows_of(records.lazy(), rows, ids, ["text"])["text"].to_list() == records["text"].gather(rows).to_list()
-    with pytest.raises(RuntimeError, match="another order"):
-        dedup._rows_of(records.reverse().lazy(), rows, ids, ["text"])
+    wanted = records[[3, 0]]
+    ids, files = wanted["record_id"], wanted["source_file"]
+    for shuffled in (records, records.reverse(), records.sample(fraction=1.0, shuffle=True, seed=2)):
+        assert dedup._rows_of(shuffled.lazy(), ids, files, ["text"])["text"].to_list() == wanted["text"].to_list()
+    for broken in (records.filter(pl.col("record_id") != ids[0]), pl.concat([records, records[[3]]])):
+        with pytest.raises(RuntimeError, match="once"):
+            dedup._rows_of(broken.lazy(), ids, files, ["text"])
