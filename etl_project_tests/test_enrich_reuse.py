@@ -1,6 +1,7 @@
 """Enrichment computed only for papers whose texts changed equals computing every paper."""
 
 import polars as pl
+import pytest
 from hypothesis import given, settings, strategies as st
 from polars.testing import assert_frame_equal
 
@@ -22,19 +23,27 @@ def frame(rows: list[tuple[str, str]]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={"paper_id": pl.String, "abstract": pl.String}, orient="row")  # papers interleaved, as variant_texts gives them
 
 
+def compute_changed(inputs: pl.DataFrame, compute, previous=None) -> reuse.Computed:
+    """``compute(inputs)`` through reuse: the texts fingerprinted, and only the changed papers' rows given to ``compute``."""
+    def compute_for(paper_ids: pl.Series | None) -> pl.DataFrame:
+        return compute(inputs if paper_ids is None else inputs.filter(pl.col("paper_id").is_in(paper_ids.implode())))
+
+    return reuse.compute_for_changes(reuse.fingerprints(inputs, "abstract"), compute_for, previous)
+
+
 @settings(max_examples=60, deadline=None)
 @given(before=papers, after=papers)
 def test_reusing_the_previous_rows_gives_what_computing_every_paper_gives(before, after):
     taxonomy = topics.load_taxonomy()
     for compute in (links.extract_links, names.extract_names, lambda f: topics.tag_topics(f, taxonomy, text_column="abstract")):
-        first = reuse.compute_changed(frame(before), "abstract", compute)
+        first = compute_changed(frame(before), compute)
         seen = []
 
         def counting(changed: pl.DataFrame, compute=compute) -> pl.DataFrame:
             seen.append(changed)
             return compute(changed)
 
-        again = reuse.compute_changed(frame(after), "abstract", counting, (first.fingerprints, first.rows))
+        again = compute_changed(frame(after), counting, (first.fingerprints, first.rows))
         assert_frame_equal(again.rows, compute(frame(after)), check_exact=True)
         # Only the papers whose texts are not exactly as before were computed again.
         fp_before = dict(zip(first.fingerprints["paper_id"], first.fingerprints.select("fp_a", "fp_b").rows()))
@@ -42,11 +51,22 @@ def test_reusing_the_previous_rows_gives_what_computing_every_paper_gives(before
                    if fp_before.get(p) != fp}
         assert set(seen[0]["paper_id"]) == changed
         assert (again.computed, again.reused) == (len(changed), again.fingerprints.height - len(changed))
+        assert set(again.taken) == set(again.fingerprints["paper_id"]) - changed
 
 
 def test_a_paper_whose_variant_texts_change_order_is_computed_again():
-    first = reuse.compute_changed(frame([("a", TEXTS[0]), ("a", TEXTS[3])]), "abstract", links.extract_links)
+    first = compute_changed(frame([("a", TEXTS[0]), ("a", TEXTS[3])]), links.extract_links)
     swapped = frame([("a", TEXTS[3]), ("a", TEXTS[0])])
-    again = reuse.compute_changed(swapped, "abstract", links.extract_links, (first.fingerprints, first.rows))
+    again = compute_changed(swapped, links.extract_links, (first.fingerprints, first.rows))
     assert again.computed == 1
     assert again.rows["url"].to_list() == links.extract_links(swapped)["url"].to_list()
+
+
+def test_a_compute_that_gives_rows_of_papers_it_was_not_given_is_refused():
+    """Such rows would hide among the rows taken over, which the checks do not validate again."""
+    first = compute_changed(frame([("a", TEXTS[0]), ("b", TEXTS[1])]), links.extract_links)
+    def strays(changed: pl.DataFrame) -> pl.DataFrame:  # also finds a link for paper a, not asked for
+        return links.extract_links(frame([("a", TEXTS[3]), *changed.rows()]))
+
+    with pytest.raises(RuntimeError, match="not given"):
+        compute_changed(frame([("a", TEXTS[0]), ("b", TEXTS[2])]), strays, (first.fingerprints, first.rows))

@@ -48,16 +48,6 @@ def combine(hashes: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     )
 
 
-def compute_changed(inputs: pl.DataFrame, text: str, compute: Callable[[pl.DataFrame], pl.DataFrame],
-                    previous: tuple[pl.DataFrame, pl.DataFrame] | None = None) -> Computed:
-    """``compute(inputs)``, computed only for the papers whose texts differ from ``previous``
-    (``(fingerprints, rows)`` of an earlier run, both made by this same code; None: compute all)."""
-    def compute_for(paper_ids: pl.Series | None) -> pl.DataFrame:
-        return compute(inputs if paper_ids is None else inputs.filter(pl.col("paper_id").is_in(paper_ids.implode())))
-
-    return compute_for_changes(fingerprints(inputs, text), compute_for, previous)
-
-
 def compute_for_changes(current: pl.DataFrame, compute: Callable[[pl.Series | None], pl.DataFrame],
                         previous: tuple[pl.DataFrame, pl.DataFrame] | None = None) -> Computed:
     """The table of every paper of ``current`` (FINGERPRINT_SCHEMA): ``compute(paper_ids)`` gives
