@@ -378,14 +378,17 @@ def _validate_deferring_docs(suite: Suite, narrow: pl.DataFrame, docs_dir: Path 
     return outcomes, page.url, page.index_url
 
 
+SCOPE = "scope"  # in a check's paths: the papers whose rows a per-paper check does not validate again
+
+
 def _validate_staged(check: str, suite: Suite, paths: dict[str, str], docs_dir: Path | None) -> SuiteResult:
     """In the worker: the check's frame, made from the staged files, validated (submit_staged)."""
     from etl_project.quality.suites import SUITE_CHECKS
 
     tables = SUITE_CHECKS[check].tables
     scans = [pl.scan_parquet(paths[t]) for t in tables]
-    if "scope" in paths:  # a per-paper check: every row but those taken over (background.validated_paths)
-        taken = pl.read_parquet(paths["scope"])["paper_id"].implode()
+    if SCOPE in paths:  # a per-paper check: every row but those taken over (background.validated_paths)
+        taken = pl.read_parquet(paths[SCOPE])["paper_id"].implode()
         scans = [scan.filter(~pl.col("paper_id").is_in(taken).fill_null(False)) for scan in scans]
     frame = SUITE_CHECKS[check].frame(*scans)
     return _run_suite(suite, frame, docs_dir, _validate_deferring_docs)
