@@ -16,6 +16,7 @@ the verified Jaccard of their text to the canonical one (1.0 otherwise).
 """
 
 import difflib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import polars as pl
@@ -51,13 +52,46 @@ def _rows_of(records: pl.LazyFrame, record_ids: pl.Series, files: pl.Series, col
     return record_ids.to_frame("record_id").join(found, on="record_id", how="left", maintain_order="left").select(columns)
 
 
+COLUMNS = ["paper_id", "abstract", "dedup_key", "word_count", "char_count", "occurrence_count", "source_count",
+           "variant_count", "first_source_file", "first_ordinal", "canonical_record_id", "sources"]
+# What a paper's row holds beside its canonical record's columns; a row whose canonical record
+# and these are unchanged is unchanged.
+COUNTS = ["occurrence_count", "source_count", "variant_count", "sources"]
+# The staged papers table's parts (etl_project.stage.stage_parts): a run rewrites the parts its
+# changed papers leave, so parts are small enough to make that cheap and few enough for the lake.
+PART_PAPERS = 50_000
+MAX_PARTS = 32
+
+
+@dataclass(frozen=True)
+class Derived:
+    """Columns of papers that are functions of the canonical record's text (its plain text,
+    say): carried from the memo's papers while that record is unchanged, else computed."""
+
+    columns: tuple[str, ...]
+    # Papers' canonical columns (paper_id, abstract, dedup_key, word_count, char_count, and more)
+    # with ``columns`` added, in the same order.
+    compute: Callable[[pl.DataFrame], pl.DataFrame]
+
+
 @dataclass(frozen=True)
 class Deduplicated:
-    papers: pl.DataFrame
+    """The papers as what changed since the memo's: ``kept``, the memo's papers whose rows stay as
+    they were, and ``fresh``, the rows of every other paper (in canonical order); with no memo,
+    every paper is fresh. So a run writes the rows that changed and keeps the rest where they are
+    (etl_project.stage.stage_parts); ``papers`` is the whole table in memory."""
+
+    fresh: pl.DataFrame
+    kept: pl.Series  # paper_id
     occurrences: pl.DataFrame
-    memo: Memo  # what the next run looks up (etl_project.dedup_memo)
+    memo: Memo  # what the next run looks up (etl_project.dedup_memo); its papers are these
     papers_reused: int  # papers whose canonical columns came from the memo
     near_worked_out: int  # distinct keys whose near cluster was worked out, not looked up
+
+    @property
+    def papers(self) -> pl.DataFrame:
+        """Every paper, in canonical order (the order a deduplication without memo gives)."""
+        return self.memo.papers.collect().sort("first_source_file", "first_ordinal")
 
 
 def deduplicate(records: pl.DataFrame | pl.LazyFrame, near: NearConfig | None = DEFAULT_NEAR) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -67,13 +101,11 @@ def deduplicate(records: pl.DataFrame | pl.LazyFrame, near: NearConfig | None = 
 
 
 def deduplicate_with_memo(records: pl.DataFrame | pl.LazyFrame, near: NearConfig | None = DEFAULT_NEAR,
-                          files: pl.DataFrame | None = None, memo: Memo | None = None, carry: tuple[str, ...] = ()) -> Deduplicated:
+                          files: pl.DataFrame | None = None, memo: Memo | None = None, derived: Derived | None = None) -> Deduplicated:
     """:func:`deduplicate`, looking up in ``memo`` (an earlier run's, of the same build) what it
     holds for the records of the files it was written from (``files``: source_file and sha256 of
     every landing file now) instead of computing it again; the result is the same either way.
-    ``carry``: more columns of the memo's papers, functions of the canonical record's text (its
-    plain text, say), given to the papers whose canonical record is unchanged; null for the others,
-    and absent when no paper's came from the memo.
+    ``derived``: more columns of papers, carried from the memo's papers or computed.
 
     Memory: the keys are grouped by a 128-bit hash, never held for every record; the long
     columns are read back only for the rows that need them (one key per exact group for near
@@ -133,16 +165,10 @@ def deduplicate_with_memo(records: pl.DataFrame | pl.LazyFrame, near: NearConfig
         .sort("cluster")
         .collect()
     )
-    canonical, reused = _canonical_columns(records, per_paper, same, memo, carry)
-    papers = pl.concat([per_paper, canonical], how="horizontal").select(
-        "paper_id", "abstract", "dedup_key", "word_count", "char_count", "occurrence_count", "source_count",
-        "variant_count", "first_source_file", "first_ordinal", "canonical_record_id", "sources",
-        *(c for c in carry if c in canonical.columns),
-    )
+    changes = _changed_papers(records, per_paper, same, memo, derived)
     occurrences = (
         linked.lazy()
-        .join(papers.lazy().select("paper_id").with_columns(per_paper["cluster"]), on="cluster", how="left",
-              maintain_order="left")
+        .join(per_paper.lazy().select("cluster", paper_id=changes.paper_ids), on="cluster", how="left", maintain_order="left")
         .select(
             "paper_id", "record_id", "source_file", "ordinal",
             match_kind=pl.when(pl.col("near")).then(pl.lit("near"))
@@ -153,9 +179,12 @@ def deduplicate_with_memo(records: pl.DataFrame | pl.LazyFrame, near: NearConfig
         .collect()
     )
     files_now = files.filter(pl.col("sha256").is_not_null()).select(dedup_memo.FILES_SCHEMA.keys())
+    papers = changes.fresh.lazy()
+    if changes.kept.len():
+        papers = pl.concat([memo.papers.filter(pl.col("paper_id").is_in(changes.kept.implode())).select(changes.fresh.columns), papers])
     next_memo = Memo(files_now, hashes.select(dedup_memo.KEYS_SCHEMA.keys()), near_result.bands, near_result.pairs,
-                     near_result.clusters, papers.lazy().select(dedup_memo.PAPER_COLUMNS))
-    return Deduplicated(papers, occurrences, next_memo, reused, near_result.reclustered)
+                     near_result.clusters, papers)
+    return Deduplicated(changes.fresh, changes.kept, occurrences, next_memo, changes.looked_up, near_result.reclustered)
 
 
 def _near_clusters(records: pl.LazyFrame, representatives: pl.DataFrame, memo: Memo,
@@ -171,31 +200,49 @@ def _near_clusters(records: pl.LazyFrame, representatives: pl.DataFrame, memo: M
     return dedup_memo.near_clusters(representatives, memo, texts, near)
 
 
-def _canonical_columns(records: pl.LazyFrame, per_paper: pl.DataFrame, same: pl.Series, memo: Memo,
-                       carry: tuple[str, ...]) -> tuple[pl.DataFrame, int]:
-    """paper_id, abstract, dedup_key, word_count and char_count (and the ``carry`` columns the
-    memo's papers have) of each paper's canonical record, in ``per_paper``'s order: from the
-    memo's papers when that record's file is unchanged, read from ``records`` otherwise; and how
-    many came from the memo."""
-    carried = [c for c in carry if c in memo.papers.collect_schema().names()]
-    columns = ["paper_id", "abstract", "dedup_key", "word_count", "char_count", *carried]
-    wanted = per_paper.select("canonical_record_id", "first_source_file").with_row_index("_row")
-    known = (
-        memo.papers.join(wanted.lazy().filter(pl.col("first_source_file").is_in(same.implode())),
-                         on=["canonical_record_id", "first_source_file"])
-        .select("_row", *columns)
-        .collect()
-    )
-    missing = wanted.join(known, on="_row", how="anti", maintain_order="left")["_row"]
-    if missing.is_empty():
-        return known.sort("_row").select(columns), known.height
-    read = _rows_of(records, per_paper["canonical_record_id"].gather(missing), per_paper["first_source_file"].gather(missing),
-                    ["text", "dedup_key", "word_count", "char_count"])
-    read = read.select(_row=missing, paper_id=_paper_ids(read["dedup_key"]), abstract="text", dedup_key="dedup_key",
+@dataclass(frozen=True)
+class _Changes:
+    fresh: pl.DataFrame  # the rows of the papers whose row is not the memo's, in per_paper's order
+    kept: pl.Series  # paper_id of the memo's papers whose row stays
+    paper_ids: pl.Series  # every paper's, in per_paper's order
+    looked_up: int  # papers whose canonical columns came from the memo
+
+
+def _changed_papers(records: pl.LazyFrame, per_paper: pl.DataFrame, same: pl.Series, memo: Memo,
+                    derived: Derived | None) -> _Changes:
+    """Which papers of ``per_paper`` have the row the memo's papers hold, and the rows (COLUMNS
+    and the ``derived`` ones) of the others. A paper's canonical columns come from the memo's
+    papers while its canonical record's file is unchanged (the texts are read only for those
+    whose counts changed), else from ``records``."""
+    extra = list(derived.columns) if derived else []
+    wanted = per_paper.with_row_index("_row")
+    key = ["canonical_record_id", "first_source_file"]
+    looked_up = pl.DataFrame(schema={"_row": pl.UInt32, "paper_id": pl.String, "same": pl.Boolean})
+    if set(COLUMNS + extra) <= set(memo.papers.collect_schema().names()):  # else nothing is carried
+        looked_up = (
+            memo.papers.select(*key, "paper_id", *COUNTS).filter(pl.col("first_source_file").is_in(same.implode()))
+            .join(wanted.lazy().select("_row", *key, *COUNTS), on=key, suffix="_now")
+            .select("_row", "paper_id", same=pl.all_horizontal(pl.col(c).eq_missing(pl.col(f"{c}_now")) for c in COUNTS))
+            .collect()
+        )
+    changed = looked_up.filter(~pl.col("same"))
+    canonical = ["paper_id", "abstract", "dedup_key", "word_count", "char_count", *extra]
+    texts = changed.select("_row", "paper_id").join(
+        memo.papers.filter(pl.col("paper_id").is_in(changed["paper_id"].implode())).select(canonical).collect(),
+        on="paper_id", how="left") if changed.height else None
+    missing = wanted.join(looked_up, on="_row", how="anti", maintain_order="left")
+    read = _rows_of(records, missing["canonical_record_id"], missing["first_source_file"], ["text", "dedup_key", "word_count", "char_count"])
+    read = read.select(_row=missing["_row"], paper_id=_paper_ids(read["dedup_key"]), abstract="text", dedup_key="dedup_key",
                        word_count="word_count", char_count="char_count")
-    if known.is_empty():  # every canonical read, in order (a first run, a full refresh)
-        return read.select(columns[:5]), 0
-    return pl.concat([known, read], how="diagonal_relaxed").sort("_row").select(columns), known.height
+    if derived is not None:
+        read = derived.compute(read)
+    canonical_rows = read if texts is None else pl.concat([texts.select(read.columns), read]).sort("_row")
+    if canonical_rows.height == wanted.height:  # every paper (no memo): in order already, nothing copied
+        rows = pl.concat([wanted, canonical_rows.drop("_row")], how="horizontal")
+    else:
+        rows = wanted.join(canonical_rows, on="_row", maintain_order="right")
+    paper_ids = pl.concat([looked_up.select("_row", "paper_id"), read.select("_row", "paper_id")]).sort("_row")["paper_id"]
+    return _Changes(rows.select(*COLUMNS, *extra), looked_up.filter("same")["paper_id"], paper_ids, looked_up.height)
 
 
 def source_overlap(occurrences: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:

@@ -9,7 +9,8 @@
   and parse version): a changed file's old rows
   stay in their batch, unread, until no manifest kept points at that batch any more;
 - every other asset's value is written per run, ``.stage/runs/<run_id>/<asset>.parquet`` (for the
-  landing tables a folder of parts linked from the batches, see stage_landing_tables): a run reads
+  landing tables a folder of parts linked from the batches, see stage_landing_tables; for papers
+  and paper_terms a folder of parts linked from the previous run's where unchanged): a run reads
   what it produced itself (or, for an asset it does not produce, its latest materialization), so
   two runs taking turns step by step never read each other's half-finished work.
 Every write goes to a temporary name first and is renamed into place, so a reader (or a run
@@ -317,6 +318,63 @@ def _select_part(source: Path, held: set[str], wanted: set[str], target: Path) -
         link_or_copy(source, target)
     elif wanted:
         write(pl.scan_parquet(source).filter(pl.col("source_file").is_in(wanted)), target)
+
+
+@dataclass(frozen=True)
+class PartsStaged:
+    """What ``stage_parts`` did with the parts of the previous table, and how many it wrote."""
+
+    linked: int
+    rewritten: int
+    written: int
+
+
+def stage_parts(folder: Path, before: Path | None, key: str, kept: pl.Series, fresh: pl.DataFrame,
+                rows_per_part: int, max_parts: int) -> PartsStaged:
+    """A table staged in ``folder`` as Parquet parts: the rows of ``before`` (a staged table,
+    one file or a folder of parts; None: none) whose ``key`` is in ``kept``, then ``fresh``, all
+    of ``fresh``'s columns. A part of ``before`` whose rows all stay is hard-linked, never
+    decoded (only its key column is read); one that keeps some is rewritten without the others,
+    streamed; ``fresh`` goes to new parts of ``rows_per_part`` rows, in order. So a run that
+    changes a few rows writes those and the parts they leave, not the table. Beyond ``max_parts``
+    parts, the smallest are merged into one, so the parts stay few and large. The table's rows
+    have no order (ORDER BY when it matters)."""
+    shutil.rmtree(folder, ignore_errors=True)  # a retried step's parts
+    folder.mkdir(parents=True)
+    linked = rewritten = 0
+    parts = [] if before is None else sorted(before.glob("*.parquet")) if before.is_dir() else [before]
+    for part in parts if kept.len() else []:
+        stays = pl.read_parquet(part, columns=[key])[key].is_in(kept.implode())
+        if not stays.any():
+            continue
+        if stays.all() and pl.read_parquet_schema(part) == fresh.schema:
+            link_or_copy(part, folder / part.name)
+            linked += 1
+        else:
+            write(pl.scan_parquet(part).filter(pl.col(key).is_in(kept.implode())).select(fresh.columns).cast(fresh.schema),
+                  folder / f"{new_batch_id()}.parquet")
+            rewritten += 1
+    prefix = new_batch_id()
+    starts = range(0, fresh.height, rows_per_part)
+    for number, start in enumerate(starts):
+        write(fresh.slice(start, rows_per_part), folder / f"{prefix}-{number:05d}.parquet")
+    merged = _merge_smallest(folder, max_parts)
+    if not any(folder.glob("*.parquet")):  # an empty table is still a table, with its columns
+        write(fresh.clear(), folder / f"{prefix}.parquet")
+    return PartsStaged(linked, rewritten, len(starts) + merged)
+
+
+def _merge_smallest(folder: Path, max_parts: int) -> int:
+    """Beyond ``max_parts`` parts in ``folder``, the smallest (in bytes) as one new part;
+    returns how many parts were written (0 or 1)."""
+    parts = sorted(folder.glob("*.parquet"), key=lambda path: path.stat().st_size)
+    if len(parts) <= max_parts:
+        return 0
+    smallest = sorted(parts[:len(parts) - max_parts + 1])
+    write(pl.concat([pl.scan_parquet(path) for path in smallest]), folder / f"{new_batch_id()}.parquet")
+    for path in smallest:
+        path.unlink()
+    return 1
 
 
 def link_or_copy(source: Path, target: Path) -> None:

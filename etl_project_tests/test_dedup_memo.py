@@ -155,23 +155,36 @@ def test_a_memo_of_another_build_or_near_setting_is_not_used(tmp_path):
     assert Memo.read(tmp_path / "nowhere" / "papers.parquet", "build one", NearConfig()) is None
 
 
-def test_columns_of_unchanged_canonical_records_are_carried_and_the_rest_worked_out(tmp_path):
+def test_unchanged_rows_are_kept_and_derived_columns_worked_out_only_for_canonical_records_read(tmp_path):
+    """A paper whose canonical record and counts are unchanged keeps its row (``kept``); one
+    whose counts changed gets a fresh row from the memo's columns; only a paper whose canonical
+    record was read gets its derived columns computed."""
     folder = {"a.txt": [CHAIN[0], "*Bold* claim about compilers and $\\alpha$ values in sparse tensor kernels today"], "b.txt": [OTHER]}
-    records, files = tables(folder)
-    first = dedup.deduplicate_with_memo(records, NearConfig(), files)
-    (tmp_path / "one").mkdir()
-    with_plain_text(first.papers, "abstract", "abstract_plain").write_parquet(tmp_path / "one" / "papers.parquet")
-    first.memo.write(tmp_path / "one", "build")
-    memo = Memo.read(tmp_path / "one" / "papers.parquet", "build", NearConfig())
+    computed = []
 
-    folder["b.txt"] = [OTHER.replace("compiler", "Compiler*")]  # b.txt's paper changes
+    def plain(papers: pl.DataFrame) -> pl.DataFrame:
+        computed.extend(papers["abstract"])
+        return with_plain_text(papers, "abstract", "abstract_plain")
+
+    derived = dedup.Derived(("abstract_plain",), plain)
     records, files = tables(folder)
-    second = dedup.deduplicate_with_memo(records, NearConfig(), files, memo, carry=("abstract_plain",))
-    carried = second.papers.filter(pl.col("abstract_plain").is_not_null())
-    assert carried["first_source_file"].to_list() == ["a.txt", "a.txt"] and second.papers.height == 3
+    first = dedup.deduplicate_with_memo(records, NearConfig(), files, None, derived)
+    assert first.kept.is_empty() and first.fresh.height == 3 and len(computed) == 3
+    memo = round_trip(first, tmp_path / "one", "build", NearConfig())
+
+    computed.clear()
+    folder["b.txt"] = [OTHER.replace("compiler", "Compiler*")]  # b.txt's paper changes
+    folder["c.txt"] = [CHAIN[0]]  # a copy: a.txt's first paper gains an occurrence
+    records, files = tables(folder)
+    second = dedup.deduplicate_with_memo(records, NearConfig(), files, memo, derived)
+    bold = first.papers.filter(pl.col("abstract").str.starts_with("*Bold*"))["paper_id"]
+    assert second.kept.to_list() == bold.to_list()  # unchanged: canonical record and counts
+    assert sorted(second.fresh["first_source_file"]) == ["a.txt", "b.txt"]  # new counts; a new canonical
+    assert computed == [folder["b.txt"][0]]  # only the canonical record read
     expected = with_plain_text(dedup.deduplicate(records)[0], "abstract", "abstract_plain")
-    assert with_plain_text(second.papers, "abstract", "abstract_plain").equals(expected)
-    assert dedup.deduplicate_with_memo(records, NearConfig(), files, None, carry=("abstract_plain",)).papers.columns == expected.columns[:-1]
+    assert second.papers.equals(expected)
+    assert dedup.deduplicate_with_memo(records, NearConfig(), files, None, derived).papers.equals(expected)
+    assert dedup.deduplicate_with_memo(records, NearConfig(), files, memo).papers.equals(expected.drop("abstract_plain"))
 
 
 @settings(max_examples=40, deadline=None)

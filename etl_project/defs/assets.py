@@ -137,6 +137,10 @@ def landing_tables(context: dg.AssetExecutionContext, etl: EtlSettings, parsed_f
         yield dg.Output(path, table, metadata=metadata)
 
 
+# The plain text (for display and search) of an unchanged canonical record is carried over.
+PLAIN_TEXT = dedup.Derived(("abstract_plain",), lambda papers: with_plain_text(papers, "abstract", "abstract_plain"))
+
+
 @dg.multi_asset(
     outs={
         "papers": dg.AssetOut(
@@ -157,33 +161,40 @@ def deduplicated(context: dg.AssetExecutionContext, etl: EtlSettings, records: p
     the etl resource's near_duplicates and near_threshold settings). What the previous run of the
     same build worked out for files that did not change is looked up, not worked out again; of
     the near clusters, only those the change can reach are worked out (etl_project.dedup_memo).
+    papers is staged as parts: only the rows of papers that changed are written, the parts of
+    the previous run's table that keep all their rows are linked (etl_project.stage.stage_parts).
     A full refresh works out everything."""
     launch.tag_run_with_process(context)
     build = etl.build_fingerprint()
     previous = None if launch.full_refresh(context) else _staged_papers(context, etl)
     memo = dedup_memo.Memo.read(previous, build, etl.near_config()) if previous else None
-    # The plain text (for display and search) of an unchanged canonical record is carried over.
-    done = dedup.deduplicate_with_memo(records, etl.near_config(), source_files.select("source_file", "sha256"), memo,
-                                       carry=("abstract_plain",))
-    done.memo.write(stage.run_path(etl.warehouse, context.run_id, "papers").parent, build)
+    done = dedup.deduplicate_with_memo(records, etl.near_config(), source_files.select("source_file", "sha256"), memo, PLAIN_TEXT)
+    out = stage.run_path(etl.warehouse, context.run_id, "papers")
+    done.memo.write(out.parent, build)
+    folder = out.with_name(f"{out.name}.partial")  # a folder of parts, moved into place by the IO manager
+    parts = stage.stage_parts(folder, previous if memo else None, "paper_id", done.kept, done.fresh,
+                              dedup.PART_PAPERS, dedup.MAX_PARTS)
+    papers = pl.scan_parquet(folder)
+    counts = papers.select("occurrence_count", "source_count", "variant_count").collect()
     occurrences = done.occurrences
-    papers = with_plain_text(done.papers, "abstract", "abstract_plain")
-    duplicates = occurrences.height - papers.height
+    duplicates = occurrences.height - counts.height
     summary = {
         "records": occurrences.height,
-        "papers": papers.height,
+        "papers": counts.height,
         "duplicate_records": duplicates,
         "duplicate_rate": round(duplicates / occurrences.height, 4) if occurrences.height else 0.0,
-        "papers_in_several_files": papers.filter(pl.col("source_count") > 1).height,
-        "largest_group": int(papers["occurrence_count"].max() or 0),
-        "near_clusters": papers.filter(pl.col("variant_count") > 1).height,
+        "papers_in_several_files": counts.filter(pl.col("source_count") > 1).height,
+        "largest_group": int(counts["occurrence_count"].max() or 0),
+        "near_clusters": counts.filter(pl.col("variant_count") > 1).height,
         "near_records": occurrences.filter(pl.col("match_kind") == "near").height,
         "papers_looked_up": done.papers_reused,
-        "papers_worked_out": papers.height - done.papers_reused,
+        "papers_worked_out": counts.height - done.papers_reused,
+        "papers_rewritten": done.fresh.height,
         "near_keys_worked_out": done.near_worked_out,
+        "parts_linked": parts.linked,
+        "parts_written": parts.rewritten + parts.written,
     }
-    yield dg.Output(staged_output(context, etl, papers, "papers"), "papers",
-                    metadata={**table_metadata(papers, "papers"), **summary})
+    yield dg.Output(folder, "papers", metadata={**table_metadata(papers, "papers"), **summary})
     yield dg.Output(
         staged_output(context, etl, occurrences, "paper_occurrences"),
         "paper_occurrences",

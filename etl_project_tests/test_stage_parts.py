@@ -1,0 +1,62 @@
+"""stage.stage_parts: a table restaged from the previous one's parts, writing only what changed."""
+
+from pathlib import Path
+
+import polars as pl
+from polars.testing import assert_frame_equal
+
+from etl_project import stage
+
+
+def rows(*ids: str) -> pl.DataFrame:
+    return pl.DataFrame({"paper_id": list(ids), "text": [f"text of {i}" for i in ids]}, schema={"paper_id": pl.String, "text": pl.String})
+
+
+def read(folder: Path) -> pl.DataFrame:
+    return pl.read_parquet(folder).sort("paper_id")
+
+
+def inodes(folder: Path) -> set[int]:
+    return {path.stat().st_ino for path in folder.glob("*.parquet")}
+
+
+def test_parts_that_keep_every_row_are_linked_the_others_rewritten_and_fresh_rows_added(tmp_path: Path):
+    first = stage.stage_parts(tmp_path / "1", None, "paper_id", pl.Series([], dtype=pl.String), rows("a", "b", "c", "d", "e"), 2, 8)
+    assert first == stage.PartsStaged(linked=0, rewritten=0, written=3)
+    assert_frame_equal(read(tmp_path / "1"), rows("a", "b", "c", "d", "e"))
+
+    # "c" changed (its new row is fresh), "e" is gone, "f" is new: a/b's part is linked.
+    second = stage.stage_parts(tmp_path / "2", tmp_path / "1", "paper_id", pl.Series(["a", "b", "d"]),
+                               rows("c", "f").with_columns(text=pl.lit("new")), 2, 8)
+    assert second == stage.PartsStaged(linked=1, rewritten=1, written=1)
+    expected = pl.concat([rows("a", "b", "d"), rows("c", "f").with_columns(text=pl.lit("new"))]).sort("paper_id")
+    assert_frame_equal(read(tmp_path / "2"), expected)
+    assert len(inodes(tmp_path / "1") & inodes(tmp_path / "2")) == 1  # the same bytes, not a copy
+
+
+def test_a_part_left_with_no_row_goes_and_an_empty_table_keeps_its_columns(tmp_path: Path):
+    stage.stage_parts(tmp_path / "1", None, "paper_id", pl.Series([], dtype=pl.String), rows("a", "b"), 1, 8)
+    gone = stage.stage_parts(tmp_path / "2", tmp_path / "1", "paper_id", pl.Series(["b"]), rows(), 1, 8)
+    assert gone == stage.PartsStaged(linked=1, rewritten=0, written=0)
+    assert read(tmp_path / "2")["paper_id"].to_list() == ["b"]
+    empty = stage.stage_parts(tmp_path / "3", tmp_path / "2", "paper_id", pl.Series([], dtype=pl.String), rows(), 1, 8)
+    assert empty.linked == empty.rewritten == 0 and len(list((tmp_path / "3").glob("*.parquet"))) == 1
+    assert pl.read_parquet(tmp_path / "3").schema == rows().schema and pl.read_parquet(tmp_path / "3").is_empty()
+
+
+def test_beyond_max_parts_the_smallest_are_merged(tmp_path: Path):
+    stage.stage_parts(tmp_path / "1", None, "paper_id", pl.Series([], dtype=pl.String), rows(*"abcdef"), 2, 3)
+    assert len(list((tmp_path / "1").glob("*.parquet"))) == 3
+    staged = stage.stage_parts(tmp_path / "2", tmp_path / "1", "paper_id", pl.Series(list("abcdef")), rows("g"), 2, 3)
+    assert staged.written == 2 and len(list((tmp_path / "2").glob("*.parquet"))) == 3  # "g", then the merge
+    assert_frame_equal(read(tmp_path / "2"), rows(*"abcdefg"))
+
+
+def test_a_part_of_other_columns_is_rewritten_to_the_fresh_rows_columns(tmp_path: Path):
+    """A previous table of another schema (an older release) is never linked as it is: the
+    lake registers every part of a table under one schema."""
+    (tmp_path / "old.parquet").parent.mkdir(exist_ok=True)
+    rows("a").with_columns(extra=pl.lit(1)).write_parquet(tmp_path / "old.parquet")
+    staged = stage.stage_parts(tmp_path / "new", tmp_path / "old.parquet", "paper_id", pl.Series(["a"]), rows("b"), 2, 8)
+    assert staged == stage.PartsStaged(linked=0, rewritten=1, written=1)
+    assert_frame_equal(read(tmp_path / "new"), rows("a", "b"))
