@@ -91,6 +91,8 @@ class Deduplicated:
     @property
     def papers(self) -> pl.DataFrame:
         """Every paper, in canonical order (the order a deduplication without memo gives)."""
+        if self.kept.is_empty():
+            return self.fresh
         return self.memo.papers.collect().sort("first_source_file", "first_ordinal")
 
 

@@ -342,17 +342,22 @@ def stage_parts(folder: Path, before: Path | None, key: str, kept: pl.Series, fr
     shutil.rmtree(folder, ignore_errors=True)  # a retried step's parts
     folder.mkdir(parents=True)
     linked = rewritten = 0
-    parts = [] if before is None else sorted(before.glob("*.parquet")) if before.is_dir() else [before]
-    for part in parts if kept.len() else []:
-        stays = pl.read_parquet(part, columns=[key])[key].is_in(kept.implode())
-        if not stays.any():
+    parts = [] if before is None or kept.is_empty() else sorted(before.glob("*.parquet")) if before.is_dir() else [before]
+    held = pl.concat([pl.read_parquet(path, columns=[key]).with_columns(part=pl.lit(number, pl.UInt32))
+                      for number, path in enumerate(parts)] or [pl.DataFrame(schema={key: fresh.schema[key], "part": pl.UInt32})])
+    # What each part loses (few rows, against all it keeps), by one lookup of every key.
+    losing = held.with_columns(stays=pl.col(key).is_in(kept.implode())).group_by("part").agg(
+        all_go=~pl.col("stays").any(), gone=pl.col(key).filter(~pl.col("stays")))
+    for number, all_go, gone in losing.sort("part").iter_rows():
+        part = parts[number]
+        if all_go:
             continue
-        if stays.all() and pl.read_parquet_schema(part) == fresh.schema:
+        if not gone and pl.read_parquet_schema(part) == fresh.schema:
             link_or_copy(part, folder / part.name)
             linked += 1
         else:
-            write(pl.scan_parquet(part).filter(pl.col(key).is_in(kept.implode())).select(fresh.columns).cast(fresh.schema),
-                  folder / f"{new_batch_id()}.parquet")
+            write(pl.scan_parquet(part).filter(~pl.col(key).is_in(pl.Series(gone, dtype=fresh.schema[key]).implode()))
+                  .select(fresh.columns).cast(fresh.schema), folder / f"{new_batch_id()}.parquet")
             rewritten += 1
     prefix = new_batch_id()
     starts = range(0, fresh.height, rows_per_part)
