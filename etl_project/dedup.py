@@ -90,7 +90,8 @@ class Deduplicated:
 
     @property
     def papers(self) -> pl.DataFrame:
-        """Every paper, in canonical order (the order a deduplication without memo gives)."""
+        """Every paper, in canonical order (the order a deduplication without memo gives), in
+        memory; the kept rows are read from the memo's papers, so while those are staged."""
         if self.kept.is_empty():
             return self.fresh
         return self.memo.papers.collect().sort("first_source_file", "first_ordinal")
@@ -106,7 +107,8 @@ def deduplicate_with_memo(records: pl.DataFrame | pl.LazyFrame, near: NearConfig
                           files: pl.DataFrame | None = None, memo: Memo | None = None, derived: Derived | None = None) -> Deduplicated:
     """:func:`deduplicate`, looking up in ``memo`` (an earlier run's, of the same build) what it
     holds for the records of the files it was written from (``files``: source_file and sha256 of
-    every landing file now) instead of computing it again; the result is the same either way.
+    every landing file now) instead of computing it again; the papers and occurrences are the same
+    either way (what differs is which papers' rows are ``fresh``: all of them without a memo).
     ``derived``: more columns of papers, carried from the memo's papers or computed.
 
     Memory: the keys are grouped by a 128-bit hash, never held for every record; the long

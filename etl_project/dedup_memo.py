@@ -78,7 +78,7 @@ class Memo:
     bands: pl.DataFrame  # _bands_schema: ``eligible`` false (bands 0) for texts too short to match
     pairs: pl.DataFrame  # PAIRS_SCHEMA, each pair once: (a_a, a_b) < (b_a, b_b)
     clusters: pl.DataFrame  # CLUSTERS_SCHEMA, one row per distinct key
-    papers: pl.LazyFrame  # the papers the memo was written with (PAPER_COLUMNS at least)
+    papers: pl.LazyFrame  # the papers the memo was written with (none are looked up unless it has dedup.COLUMNS)
 
     @classmethod
     def empty(cls, config: NearConfig | None) -> "Memo":

@@ -139,7 +139,7 @@ def _prepare(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _parts(table_rows: pl.DataFrame | pl.LazyFrame | Path) -> list[pl.DataFrame | pl.LazyFrame | Path]:
-    """A table handed over as a folder of Parquet parts (the landing tables, paper_terms) is each
+    """A table handed over as a folder of Parquet parts (the landing tables, papers, paper_terms) is each
     of its parts, in order; anything else is one part."""
     if isinstance(table_rows, Path) and table_rows.is_dir():
         return sorted(table_rows.glob("*.parquet"))

@@ -222,7 +222,8 @@ def _write_new_parts(con: duckdb.DuckDBPyConnection, papers: pl.DataFrame, paper
     """The terms of ``papers`` into new parts of ``folder``, placed; returns how many parts.
     Made BATCH_PAPERS papers at a time, each batch in memory: one statement over a million papers
     would sort and aggregate ~50M rows, spilling far beyond MEMORY_GIB. The batches follow the
-    papers table's order, which is its canonical records' (source_file, ordinal): a file's papers
+    papers table's order, which a full build stages in its canonical records' (source_file,
+    ordinal) order (and a later run keeps, adding its changed papers after): a file's papers
     share a part or two, so removing or changing a file rewrites those, not every part (paper_id,
     a hash, would spread them over all)."""
     prefix = stage.new_batch_id()  # the parts' names sort in the papers' order

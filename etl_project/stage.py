@@ -337,8 +337,8 @@ def stage_parts(folder: Path, before: Path | None, key: str, kept: pl.Series, fr
     decoded (only its key column is read); one that keeps some is rewritten without the others,
     streamed; ``fresh`` goes to new parts of ``rows_per_part`` rows, in order. So a run that
     changes a few rows writes those and the parts they leave, not the table. Beyond ``max_parts``
-    parts, the smallest are merged into one, so the parts stay few and large. The table's rows
-    have no order (ORDER BY when it matters)."""
+    parts, the smallest are merged into one, so a run's few fresh rows do not make a part each
+    forever. The table's rows have no order (ORDER BY when it matters)."""
     shutil.rmtree(folder, ignore_errors=True)  # a retried step's parts
     folder.mkdir(parents=True)
     linked = rewritten = 0
@@ -363,19 +363,24 @@ def stage_parts(folder: Path, before: Path | None, key: str, kept: pl.Series, fr
     starts = range(0, fresh.height, rows_per_part)
     for number, start in enumerate(starts):
         write(fresh.slice(start, rows_per_part), folder / f"{prefix}-{number:05d}.parquet")
-    merged = _merge_smallest(folder, max_parts)
+    merged = _merge_smallest(folder, rows_per_part, max_parts)
     if not any(folder.glob("*.parquet")):  # an empty table is still a table, with its columns
         write(fresh.clear(), folder / f"{prefix}.parquet")
     return PartsStaged(linked, rewritten, len(starts) + merged)
 
 
-def _merge_smallest(folder: Path, max_parts: int) -> int:
-    """Beyond ``max_parts`` parts in ``folder``, the smallest (in bytes) as one new part;
-    returns how many parts were written (0 or 1)."""
-    parts = sorted(folder.glob("*.parquet"), key=lambda path: path.stat().st_size)
+def _merge_smallest(folder: Path, rows_per_part: int, max_parts: int) -> int:
+    """Beyond ``max_parts`` parts in ``folder``, the smallest ones holding at most
+    ``rows_per_part`` rows together as one new part (never a part larger than a fresh one: a big
+    table has more parts instead); returns how many parts were written (0 or 1)."""
+    parts = sorted(folder.glob("*.parquet"))
     if len(parts) <= max_parts:
         return 0
-    smallest = sorted(parts[:len(parts) - max_parts + 1])
+    rows = pl.DataFrame({"part": range(len(parts)), "rows": [pl.scan_parquet(path).select(pl.len()).collect().item() for path in parts]})
+    chosen = rows.sort("rows", "part").filter(pl.col("rows").cum_sum() <= rows_per_part)["part"].sort()
+    if chosen.len() < 2:
+        return 0
+    smallest = [parts[number] for number in chosen]
     write(pl.concat([pl.scan_parquet(path) for path in smallest]), folder / f"{new_batch_id()}.parquet")
     for path in smallest:
         path.unlink()

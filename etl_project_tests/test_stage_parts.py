@@ -44,12 +44,15 @@ def test_a_part_left_with_no_row_goes_and_an_empty_table_keeps_its_columns(tmp_p
     assert pl.read_parquet(tmp_path / "3").schema == rows().schema and pl.read_parquet(tmp_path / "3").is_empty()
 
 
-def test_beyond_max_parts_the_smallest_are_merged(tmp_path: Path):
-    stage.stage_parts(tmp_path / "1", None, "paper_id", pl.Series([], dtype=pl.String), rows(*"abcdef"), 2, 3)
-    assert len(list((tmp_path / "1").glob("*.parquet"))) == 3
-    staged = stage.stage_parts(tmp_path / "2", tmp_path / "1", "paper_id", pl.Series(list("abcdef")), rows("g"), 2, 3)
-    assert staged.written == 2 and len(list((tmp_path / "2").glob("*.parquet"))) == 3  # "g", then the merge
-    assert_frame_equal(read(tmp_path / "2"), rows(*"abcdefg"))
+def test_beyond_max_parts_the_smallest_are_merged_but_never_beyond_a_fresh_parts_size(tmp_path: Path):
+    stage.stage_parts(tmp_path / "1", None, "paper_id", pl.Series([], dtype=pl.String), rows(*"abcde"), 2, 3)
+    assert len(list((tmp_path / "1").glob("*.parquet"))) == 3  # ab, cd, e
+    staged = stage.stage_parts(tmp_path / "2", tmp_path / "1", "paper_id", pl.Series(list("abcde")), rows("f"), 2, 3)
+    assert staged.written == 2  # f, then e and f merged
+    assert sorted(pl.read_parquet(path).height for path in (tmp_path / "2").glob("*.parquet")) == [2, 2, 2]
+    assert_frame_equal(read(tmp_path / "2"), rows(*"abcdef"))
+    full = stage.stage_parts(tmp_path / "3", tmp_path / "2", "paper_id", pl.Series(list("abcdef")), rows(), 2, 1)
+    assert full == stage.PartsStaged(linked=3, rewritten=0, written=0)  # parts as large as fresh ones stay apart
 
 
 def test_a_part_of_other_columns_is_rewritten_to_the_fresh_rows_columns(tmp_path: Path):

@@ -161,8 +161,9 @@ def deduplicated(context: dg.AssetExecutionContext, etl: EtlSettings, records: p
     the etl resource's near_duplicates and near_threshold settings). What the previous run of the
     same build worked out for files that did not change is looked up, not worked out again; of
     the near clusters, only those the change can reach are worked out (etl_project.dedup_memo).
-    papers is staged as parts: only the rows of papers that changed are written, the parts of
-    the previous run's table that keep all their rows are linked (etl_project.stage.stage_parts).
+    papers is staged as parts: the rows of papers that changed are written, the parts of the
+    previous run's table that keep all their rows are linked and those that lose some rewritten
+    without them (etl_project.stage.stage_parts).
     A full refresh works out everything."""
     launch.tag_run_with_process(context)
     build = etl.build_fingerprint()

@@ -150,9 +150,14 @@ class StageIOManager(dg.ConfigurableIOManager):
         asset = context.asset_key.to_user_string()
         path = stage.run_path(self.etl.warehouse, context.run_id, asset)
         if isinstance(obj, Path) and obj.parent == path.parent:  # a file or folder of parts the step wrote: moved
-            if obj.is_dir() and path.exists():  # a retried step's
-                shutil.rmtree(path)
-            obj.replace(path)
+            if obj.is_dir() and path.exists():  # a retried step's, moved aside first: the name is never gone for long
+                aside = path.with_name(f"{path.name}.replaced")
+                shutil.rmtree(aside, ignore_errors=True)
+                path.replace(aside)
+                obj.replace(path)
+                shutil.rmtree(aside)
+            else:
+                obj.replace(path)
         elif isinstance(obj, Path):  # anyone else's file stays where it is
             stage.write(pl.scan_parquet(obj), path)
         else:
