@@ -87,6 +87,7 @@ class Deduplicated:
     memo: Memo  # what the next run looks up (etl_project.dedup_memo); its papers are these
     papers_reused: int  # papers whose canonical columns came from the memo
     near_worked_out: int  # distinct keys whose near cluster was worked out, not looked up
+    variants: pl.DataFrame  # variant_hashes of every paper: what enrichment fingerprints texts by
 
     @property
     def papers(self) -> pl.DataFrame:
@@ -188,7 +189,9 @@ def deduplicate_with_memo(records: pl.DataFrame | pl.LazyFrame, near: NearConfig
         papers = pl.concat([memo.papers.filter(pl.col("paper_id").is_in(changes.kept.implode())).select(changes.fresh.columns), papers])
     next_memo = Memo(files_now, hashes.select(dedup_memo.KEYS_SCHEMA.keys()), near_result.bands, near_result.pairs,
                      near_result.clusters, papers)
-    return Deduplicated(changes.fresh, changes.kept, occurrences, next_memo, changes.looked_up, near_result.reclustered)
+    variants = variant_hashes(occurrences, next_memo.keys.select("record_id", hash_a="text_a", hash_b="text_b"))
+    return Deduplicated(changes.fresh, changes.kept, occurrences, next_memo, changes.looked_up, near_result.reclustered,
+                        variants)
 
 
 def _near_clusters(records: pl.LazyFrame, representatives: pl.DataFrame, memo: Memo,
@@ -342,8 +345,7 @@ def difference_excerpt(canonical: str, member: str, context: int = 5, max_change
 def variant_hashes(occurrences: pl.DataFrame | pl.LazyFrame, text_hashes: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """``(paper_id, record_id, hash_a, hash_b)`` of every distinct text of every paper, in the
     order of ``variant_texts``, without reading a text: ``text_hashes`` holds each record's
-    (``record_id``, ``text_hash`` of its text), as etl_project.dedup_memo.record_text_hashes keeps
-    them. The canonical record is its paper's first by (source_file, ordinal), so one order serves
+    (``record_id``, ``text_hash`` of its text), as the dedup memo's keys keep them. The canonical record is its paper's first by (source_file, ordinal), so one order serves
     both: canonical records first (the papers' own order), then every other record."""
     occurrences = occurrences.lazy().select(
         "paper_id", "record_id", "source_file", "ordinal", other=pl.col("match_kind") != "canonical"

@@ -5,7 +5,7 @@ library versions, the near-duplicate settings among them: the caller keeps a mem
 build that wrote it):
 
 - ``keys``: each record's key hashes (``text_hash`` of its ``dedup_key``) and text hashes (of its
-  ``text``: what enrichment tells a paper's texts apart by, see :func:`record_text_hashes`), valid
+  ``text``: what enrichment tells a paper's texts apart by, see :func:`paper_variants`), valid
   while its file's bytes (``files``: source_file, sha256) are the same;
 - ``bands``: each distinct key's LSH band hashes, or that it is too short for near matching;
 - ``pairs``: the exact Jaccard of pairs of distinct keys, as verification and the chain guard
@@ -44,6 +44,7 @@ from etl_project.near_dedup import (
 KEY = ["hash_a", "hash_b"]
 PAIR = ["a_a", "a_b", "b_a", "b_b"]
 PARTS = ("build", "files", "keys", "bands", "pairs", "clusters")
+VARIANTS = "variants"  # staged beside the memo for enrichment, not looked up by the next deduplication
 PAPER_COLUMNS = ["canonical_record_id", "first_source_file", "paper_id", "abstract", "dedup_key", "word_count", "char_count"]
 FILES_SCHEMA = {"source_file": pl.String, "sha256": pl.String}
 KEYS_SCHEMA = {"record_id": pl.String, "source_file": pl.String, "hash_a": pl.UInt64, "hash_b": pl.UInt64,
@@ -113,21 +114,25 @@ class Memo:
         )
 
 
-def record_text_hashes(papers_file: Path, build: str) -> pl.LazyFrame | None:
-    """``(record_id, hash_a, hash_b)``: ``text_hash`` of the text of every record of the
-    deduplication that staged ``papers_file``, from the memo it staged beside it, when ``build``
-    wrote it (None: otherwise). What enrichment fingerprints a paper's texts by without reading
-    them: the same hash (the build holds the Polars version) over the same text (a paper's
-    ``abstract`` is its canonical record's ``text``), and that build made the papers' other columns."""
+def write_variants(folder: Path, variants: pl.DataFrame) -> None:
+    """Stage the papers' variant hashes (dedup.Deduplicated.variants) beside the memo."""
+    stage.write(variants, _path(folder, VARIANTS))
+
+
+def paper_variants(papers_file: Path, build: str) -> pl.DataFrame | None:
+    """``(paper_id, record_id, hash_a, hash_b)``: the ``text_hash`` of every distinct text of every
+    paper (dedup.variant_hashes, canonical text first) of the deduplication that staged
+    ``papers_file``, from beside it, when ``build`` wrote it (None: otherwise). What enrichment
+    fingerprints a paper's texts by without reading them: the same hash (the build holds the
+    Polars version) over the same texts (a paper's ``abstract`` is its canonical record's
+    ``text``), and that build made the papers' other columns."""
     folder = papers_file.parent
-    path = _path(folder, "keys")
+    path = _path(folder, VARIANTS)
     if not path.exists() or not _path(folder, "build").exists():
         return None
     if pl.read_parquet(_path(folder, "build"))["build"].to_list() != [build]:
         return None
-    if not {"text_a", "text_b"} <= set(pl.read_parquet_schema(path)):
-        return None
-    return pl.scan_parquet(path).select("record_id", hash_a="text_a", hash_b="text_b")
+    return pl.read_parquet(path)
 
 
 def _path(folder: Path, part: str) -> Path:

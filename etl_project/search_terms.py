@@ -102,16 +102,20 @@ class Variants:
 NO_VARIANTS = Variants.of(pl.DataFrame(schema=VARIANTS_SCHEMA))
 
 
-def fingerprints(papers: pl.LazyFrame, paper_names: pl.DataFrame, variants: Variants) -> pl.DataFrame:
+def fingerprints(papers: pl.LazyFrame, paper_names: pl.DataFrame, variants: Variants, plain: pl.DataFrame | None = None) -> pl.DataFrame:
     """``(paper_id, fp_a, fp_b)``: what each paper's terms are made from (its plain text, its
     names in name_rank order, its variants in any order), told apart by two independently seeded
     64-bit Polars hashes (etl_project/enrich/reuse.py, whose fingerprints of names and variants
-    these combine). The plain texts are hashed as they stream by, never held; the variants by
-    their text hashes, never read."""
+    these combine). ``plain``: the reuse.fingerprints of every paper's plain text, or what stands
+    in for them (the canonical text's, of which the plain text is a function); None: the plain
+    texts are hashed as they stream by, never held. The variants go by their text hashes, never
+    read."""
     names = reuse.fingerprints(paper_names.sort("paper_id", "name_rank").select("paper_id", name=pl.struct("name", "long_name")), "name")
     texts = reuse.combine(variants.hashes.sort("paper_id", "hash_a", "hash_b"))
+    if plain is None:
+        plain = reuse.fingerprints(papers.select("paper_id", "abstract_plain"), "abstract_plain")
     return (
-        papers.select("paper_id", *text_hash("abstract_plain", ("fp_a", "fp_b")))
+        plain.lazy()
         .join(names.lazy(), on="paper_id", how="left", suffix="_names", maintain_order="left")
         .join(texts.lazy(), on="paper_id", how="left", suffix="_variants", maintain_order="left")
         .select("paper_id", fp_a=pl.struct("fp_a", "fp_a_names", "fp_a_variants").hash(reuse.SEED_A),
@@ -168,11 +172,12 @@ class StagedTerms:
 
 def stage_terms(papers: pl.LazyFrame, paper_names: pl.LazyFrame, folder: Path, sidecar: Path, build: str,
                 previous: tuple[Path, Path] | None = None, temp_directory: Path | None = None,
-                variants: Variants = NO_VARIANTS) -> StagedTerms:
+                variants: Variants = NO_VARIANTS, plain: pl.DataFrame | None = None) -> StagedTerms:
     """``paper_terms`` of the papers of ``papers`` and ``paper_names`` (scans of their tables)
     and of their ``variants`` staged into ``folder``, a folder of Parquet parts (each sorted by
     paper_id and term), and each paper's fingerprint and part into the file ``sidecar``. Only the
-    papers worked out are read whole (their plain text, their variants' texts).
+    papers worked out are read whole (their plain text, their variants' texts); ``plain`` is as
+    ``fingerprints`` takes it.
 
     ``previous`` is the previous table's folder and fingerprints, by the same ``build``: a paper
     whose fingerprint did not change keeps its rows, only the others are worked out. A previous
@@ -183,7 +188,7 @@ def stage_terms(papers: pl.LazyFrame, paper_names: pl.LazyFrame, folder: Path, s
     folder.mkdir(parents=True)
     paper_names = paper_names.select(NAME_COLUMNS).collect()
     with connection(temp_directory) as con:
-        con.register("current", fingerprints(papers, paper_names, variants))
+        con.register("current", fingerprints(papers, paper_names, variants, plain))
         con.execute("CREATE TEMP TABLE placed (paper_id VARCHAR, part VARCHAR)")  # where each paper's rows are
         linked = written = 0
         if previous is not None:

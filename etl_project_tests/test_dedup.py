@@ -98,8 +98,10 @@ def test_variant_hashes_are_the_variant_texts_hashed_and_read_back_only_when_the
     # The hashes the deduplication keeps, as the enrichment steps read them beside the papers.
     done.papers.write_parquet(tmp_path / "papers.parquet")
     done.memo.write(tmp_path, "build")
-    kept = dedup.variant_hashes(done.occurrences, dedup_memo.record_text_hashes(tmp_path / "papers.parquet", "build"))
-    assert dedup_memo.record_text_hashes(tmp_path / "papers.parquet", "another build") is None  # another build's hashes
+    dedup_memo.write_variants(tmp_path, done.variants)
+    kept = dedup_memo.paper_variants(tmp_path / "papers.parquet", "build")
+    assert dedup_memo.paper_variants(tmp_path / "papers.parquet", "another build") is None  # another build's hashes
+    assert kept.equals(dedup.variant_hashes(done.occurrences, records.select("record_id", *text_hash("text"))))
     assert kept.select("paper_id", "hash_a", "hash_b").equals(texts.select("paper_id", *text_hash("abstract")))
     assert reuse.combine(kept).equals(reuse.fingerprints(texts, "abstract"))
     one = texts["paper_id"][-1]

@@ -84,6 +84,7 @@ def test_any_sequence_of_changes_gives_what_a_fresh_deduplication_gives(tmp_path
         # Each record's text hash, looked up or not, is its text's: what enrichment fingerprints by.
         texts = records.select("record_id", *dedup_memo.text_hash("text", ("text_a", "text_b"))).sort("record_id")
         assert_frame_equal(done.memo.keys.select("record_id", "text_a", "text_b").sort("record_id"), texts, check_exact=True)
+        assert_frame_equal(done.variants, fresh.variants, check_exact=True)  # what enrichment fingerprints by
 
 
 def test_a_change_works_out_only_what_it_brings_and_looks_up_the_rest(tmp_path, monkeypatch):

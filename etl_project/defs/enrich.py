@@ -3,10 +3,9 @@ and the search terms search_papers scores.
 
 Each is computed only for the papers whose texts changed since the previous run's table, which
 gives the rest (etl_project/enrich/reuse.py; paper_terms compares fingerprints in DuckDB); a full
-refresh computes every paper again. Texts are told apart by the hashes of every record's text
-that the deduplication keeps (etl_project.dedup_memo.record_text_hashes), so links, names and
-topics read only the texts of the papers they compute (paper_terms hashes every plain text too,
-as it streams by)."""
+refresh computes every paper again. Texts are told apart by the hashes of every paper's texts
+that the deduplication stages (etl_project.dedup_memo.paper_variants), so each step reads only
+the texts of the papers it computes."""
 
 from collections.abc import Callable
 from pathlib import Path
@@ -75,18 +74,14 @@ def _previous_files(context: dg.AssetExecutionContext, etl: EtlSettings, asset: 
     return (rows, sidecar) if built_by.len() and built_by[0] == build else None
 
 
-def _text_hashes(papers: Path, records: pl.LazyFrame, build: str) -> pl.LazyFrame:
-    """Each record's (record_id, hash_a, hash_b) of its text: as the deduplication that staged
-    ``papers`` kept them, when this build did (etl_project.dedup_memo.record_text_hashes), else
-    hashed from ``records``."""
-    kept = dedup_memo.record_text_hashes(papers, build)
-    return kept if kept is not None else records.select("record_id", *dedup_memo.text_hash("text"))
-
-
 def _variants(papers: Path, paper_occurrences: pl.LazyFrame, records: pl.LazyFrame, build: str) -> tuple[pl.DataFrame, Callable]:
     """``dedup.variant_hashes`` of every paper, and the texts (dedup.variant_texts) of the
-    papers asked for (None: every paper)."""
-    kept = dedup.variant_hashes(paper_occurrences, _text_hashes(papers, records, build))
+    papers asked for (None: every paper). The hashes are those the deduplication that staged
+    ``papers`` kept, when this build did (etl_project.dedup_memo.paper_variants), else hashed
+    from ``records``."""
+    kept = dedup_memo.paper_variants(papers, build)
+    if kept is None:
+        kept = dedup.variant_hashes(paper_occurrences, records.select("record_id", *dedup_memo.text_hash("text")))
     return kept, lambda paper_ids: dedup.variant_texts(paper_occurrences, records, kept, paper_ids)
 
 
@@ -95,12 +90,9 @@ def _text_fingerprints(papers: Path, build: str, text: str) -> pl.DataFrame:
     from it alone: the plain text): when this build deduplicated ``papers``, from its canonical
     record's text hash, which the deduplication kept (no text is read); else of ``text`` itself,
     which an earlier build may have made otherwise."""
-    hashes = dedup_memo.record_text_hashes(papers, build)
-    if hashes is not None:
-        canonical = pl.scan_parquet(papers).select("paper_id", record_id="canonical_record_id")
-        found = canonical.join(hashes, on="record_id", how="left", maintain_order="left").collect()
-        if not found["hash_a"].null_count():
-            return reuse.combine(found)
+    variants = dedup_memo.paper_variants(papers, build)
+    if variants is not None:  # each paper's canonical text comes first
+        return reuse.combine(variants.filter(pl.col("paper_id").is_first_distinct()).select("paper_id", "hash_a", "hash_b"))
     return reuse.fingerprints(pl.scan_parquet(papers).select("paper_id", text), text)
 
 
@@ -215,7 +207,8 @@ def paper_terms(context: dg.AssetExecutionContext, etl: EtlSettings, papers: Pat
     variants = search_terms.Variants(hashes.filter(~first).select("paper_id", "hash_a", "hash_b"),
                                      lambda paper_ids: search_terms.variants_of(texts(paper_ids)))
     staged = search_terms.stage_terms(pl.scan_parquet(papers), pl.scan_parquet(paper_names), folder, fingerprints,
-                                      build, previous, etl.warehouse / stage.STAGE / "duckdb_tmp", variants)
+                                      build, previous, etl.warehouse / stage.STAGE / "duckdb_tmp", variants,
+                                      _text_fingerprints(papers, build, "abstract_plain"))
     return dg.Output(
         folder,  # a folder of parts, moved into place by the IO manager
         metadata=non_empty({

@@ -38,7 +38,7 @@ def fingerprints(inputs: pl.DataFrame | pl.LazyFrame, text: str) -> pl.DataFrame
 def combine(hashes: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """``(paper_id, fp_a, fp_b)`` of each paper of ``hashes``: the ``text_hash`` (hash_a, hash_b)
     of its texts, one row each, in order. Equal to ``fingerprints`` of those texts, so hashes kept
-    from an earlier step (etl_project.dedup_memo.record_text_hashes) stand in for reading the texts."""
+    from an earlier step (etl_project.dedup_memo.paper_variants) stand in for reading the texts."""
     return (
         hashes.lazy()
         .group_by("paper_id", maintain_order=True)
