@@ -4,9 +4,10 @@ The suite checks validate each table when it is produced, and a full run publish
 tables it produced itself. A run of only some assets (from the UI, say) publishes others from
 their latest materializations, made by other runs: these cheap joins make sure that they still
 describe the same records, and the publish step refuses when they do not. The landing tables'
-suites validate only the rows of files new to the warehouse (suites.SuiteCheck.delta), so what
-holds across files is checked here over the whole tables: file names and record ids unique, one
-ordinal per record of a file.
+suites validate only the rows of files new to the warehouse (suites.SuiteCheck.delta), and the
+papers suites only the papers a run changed (suites.SuiteCheck.per_paper), so what holds across
+them is checked here over the whole tables: file names, record ids and paper ids unique (a
+paper_id is the hash of its dedup_key, so keys are unique too), one ordinal per record of a file.
 """
 
 from collections.abc import Mapping
@@ -23,7 +24,7 @@ def cross_table_problems(tables: Mapping[str, pl.DataFrame | pl.LazyFrame]) -> l
 
     problems = []
     for table, key in (("source_files", ["source_file"]), ("raw_records", ["record_id"]),
-                       ("raw_records", ["source_file", "ordinal"]), ("records", ["record_id"])):
+                       ("raw_records", ["source_file", "ordinal"]), ("records", ["record_id"]), ("papers", ["paper_id"])):
         repeated = tables[table].lazy().select(key).filter(pl.struct(key).is_duplicated()).unique(maintain_order=True).head(4).collect()
         if repeated.height:
             problems.append(f"{table} repeats {', '.join(key)}: {_sample(repeated.select(pl.concat_str(key, separator=':')).to_series())}")

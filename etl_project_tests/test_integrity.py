@@ -61,10 +61,13 @@ def test_a_file_whose_record_count_is_off_is_named():
         # as many ids as raw_records, fewer distinct ones
         ("records", lambda f: f.with_columns(record_id=pl.Series(["a.txt:1", "a.txt:1", "a.txt:2"])),
          "records repeats record_id: 'a.txt:1'"),
+        # a paper a run changed beside the same paper kept from the previous table
+        ("papers", lambda f: pl.concat([f, f.head(1)]), "papers repeats paper_id: 'p1'"),
     ],
 )
 def test_what_must_hold_across_files_is_checked_over_the_whole_tables(table, change, expected):
-    """The landing suites validate only new files' rows: a repeat across files is found here."""
+    """The landing suites validate only new files' rows, the papers suites only the papers a run
+    changed: a repeat across them is found here."""
     tables = consistent()
     tables[table] = change(tables[table])
     problems = cross_table_problems(tables)

@@ -308,8 +308,8 @@ def test_landing_checks_validate_the_delta_their_build_chose_and_whole_tables_ot
     assert background.validated_paths(check, paths, "b1" * 16) == {t: stage.delta_path(p, "b1" * 16) for t, p in paths.items()}
     assert background.validated_paths(check, paths, "b2" * 16) == paths
     assert background.validated_paths(check, paths, None) == paths
-    whole = suites.SUITE_CHECKS["papers_suite"]
-    assert background.validated_paths(whole, {"papers": tmp_path / "papers.parquet"}, "b1" * 16) == {"papers": tmp_path / "papers.parquet"}
+    whole = suites.SUITE_CHECKS["source_overlap_suite"]
+    assert background.validated_paths(whole, {"source_overlap": tmp_path / "so.parquet"}, "b1" * 16) == {"source_overlap": tmp_path / "so.parquet"}
 
 
 def test_per_paper_checks_validate_the_scope_their_build_chose_against_the_same_papers(tmp_path):
@@ -329,8 +329,9 @@ def test_per_paper_checks_validate_the_scope_their_build_chose_against_the_same_
     # Against the papers of another run (a run of only some assets), the table is validated whole.
     newer = {**paths, "papers": tmp_path / "runs" / "r2" / "papers.parquet"}
     assert background.validated_paths(check, newer, "b1" * 16) == newer
-    papers = suites.SUITE_CHECKS["papers_suite"]  # checks a table as a whole (ids unique across papers)
-    assert background.validated_paths(papers, {"papers": paths["papers"]}, "b1" * 16) == {"papers": paths["papers"]}
+    whole = suites.SUITE_CHECKS["paper_occurrences_suite"]  # checks a table as a whole (each record in one paper)
+    whole_paths = {table: paths["papers"].with_name(f"{table}.parquet") for table in whole.tables}
+    assert background.validated_paths(whole, whole_paths, "b1" * 16) == whole_paths
 
 
 def test_a_scoped_check_validates_every_row_but_those_taken_over(seed_tables, tmp_path: Path):

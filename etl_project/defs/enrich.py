@@ -23,7 +23,7 @@ from etl_project.defs.metadata import (
 )
 from etl_project.defs.resources import EtlSettings, staged_file, staged_output
 from etl_project.enrich import links, names, reuse, topics
-from etl_project.quality.suites import SUITE_CHECKS
+from etl_project.quality import background
 
 FINGERPRINTS = "{asset}.fingerprints"  # beside an enrichment table in the stage: what it was computed from
 
@@ -55,10 +55,7 @@ def _passed_checks(rows: Path, sidecar: Path, asset: str, build: str) -> bool:
     """Whether ``rows`` met every expectation of each per-paper check of ``asset`` under
     ``build``, against the papers table they were computed from (``sidecar`` names it)."""
     papers = pl.scan_parquet(sidecar).select("papers").head(1).collect()["papers"]  # the same build wrote it
-    if papers.is_empty():
-        return False
-    return all(stage.passed_path(rows, check.name, build, Path(papers[0])).exists()
-               for check in SUITE_CHECKS.values() if check.asset == asset and check.per_paper)
+    return not papers.is_empty() and background.passed_before(rows, asset, build, Path(papers[0]))
 
 
 def _previous_files(context: dg.AssetExecutionContext, etl: EtlSettings, asset: str, build: str) -> tuple[Path, Path] | None:

@@ -86,6 +86,14 @@ def verdict(run_id: str, warehouse: Path, check: SuiteCheck, paths: dict[str, Pa
     return result
 
 
+def passed_before(rows: Path, asset: str, build: str, papers: Path) -> bool:
+    """Whether the staged table ``rows`` of ``asset`` met every expectation of each of its
+    per-paper checks under ``build``, against ``papers`` (verdict's markers): what lets a run
+    that takes rows over from it validate only the others."""
+    return all(stage.passed_path(rows, check.name, build, papers).exists()
+               for check in SUITE_CHECKS.values() if check.asset == asset and check.per_paper)
+
+
 def start_ready(run_id: str, warehouse: Path, asset: str, build: str | None = None) -> None:
     """``asset`` was just staged by this run: start every check that reads it and whose other
     tables this run has staged too (``build``: validated_paths)."""

@@ -333,9 +333,11 @@ class SuiteCheck:
     # files is checked by etl_project/integrity.py when publishing.
     delta: bool = False
     # Its rules hold paper by paper: a row's verdict depends on its own paper's rows and that
-    # paper's row in papers alone. Validates every row but those the run took over from the
-    # previous table (stage.scope_path), when those met every expectation of this check against
-    # the papers they were computed from (stage.passed_path).
+    # paper's row in papers alone (papers' ids and keys are unique among the rows validated; across
+    # the whole table etl_project/integrity.py checks paper_id, the hash of dedup_key, when
+    # publishing). Validates every row but those the run took over from the previous table
+    # (stage.scope_path), when those met every expectation of this check against the papers they
+    # were computed from (stage.passed_path).
     per_paper: bool = False
 
     @property
@@ -370,7 +372,7 @@ SUITE_CHECKS = {check.name: check for check in (
     SuiteCheck(
         "papers_suite", "papers",
         "paper_id unique, well-formed, one per key; counts consistent; abstract size sane (mostly).",
-        papers_frame, lambda *tables: PAPERS,
+        papers_frame, lambda *tables: PAPERS, per_paper=True,
     ),
     SuiteCheck(
         "paper_occurrences_suite", "paper_occurrences",
@@ -385,7 +387,7 @@ SUITE_CHECKS = {check.name: check for check in (
     SuiteCheck(
         "papers_plain_text_suite", "papers",
         "abstract_plain present and non-empty for every paper; markup left in it is worth a look.",
-        papers_plain_text_frame, lambda *tables: PAPERS_PLAIN_TEXT,
+        papers_plain_text_frame, lambda *tables: PAPERS_PLAIN_TEXT, per_paper=True,
     ),
     SuiteCheck(
         "paper_links_suite", "paper_links",
