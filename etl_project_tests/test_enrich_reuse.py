@@ -70,3 +70,26 @@ def test_a_compute_that_gives_rows_of_papers_it_was_not_given_is_refused():
 
     with pytest.raises(RuntimeError, match="not given"):
         compute_changed(frame([("a", TEXTS[0]), ("b", TEXTS[2])]), strays, (first.fingerprints, first.rows))
+
+
+def test_fingerprints_taken_from_the_canonical_text_never_match_those_of_the_plain_text(tmp_path):
+    """Topics and search terms fingerprint a paper's plain text by its canonical record's text
+    hash when this build deduplicated the papers, else by the plain text itself. Where the two
+    texts are the same (an abstract without markup), the fingerprints must still differ: rows
+    computed from an earlier build's plain text must not be taken over by this build's."""
+    from etl_project import dedup, dedup_memo
+    from etl_project.defs.enrich import _text_fingerprints
+    from etl_project_tests.conftest import normalized_records
+
+    records = normalized_records([("a.txt", 1, TEXTS[2]), ("a.txt", 2, TEXTS[0])])
+    done = dedup.deduplicate_with_memo(records)
+    papers = tmp_path / "papers.parquet"
+    done.papers.with_columns(abstract_plain=pl.col("abstract")).write_parquet(papers)  # plain text = raw text
+    done.memo.write(tmp_path, "build")
+    dedup_memo.write_variants(tmp_path, done.variants)
+    standing_in = _text_fingerprints(papers, "build", "abstract_plain")  # this build's deduplication
+    own = _text_fingerprints(papers, "another build", "abstract_plain")  # the plain text itself
+    assert own.equals(reuse.fingerprints(done.papers.select("paper_id", abstract_plain="abstract"), "abstract_plain"))
+    assert standing_in.height == own.height == 2
+    assert standing_in.join(own, on=["paper_id", "fp_a", "fp_b"]).is_empty()
+    assert standing_in.join(own, on=["paper_id", "fp_a"]).is_empty() and standing_in.join(own, on=["paper_id", "fp_b"]).is_empty()

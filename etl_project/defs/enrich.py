@@ -71,25 +71,31 @@ def _previous_files(context: dg.AssetExecutionContext, etl: EtlSettings, asset: 
     return (rows, sidecar) if built_by.len() and built_by[0] == build else None
 
 
-def _variants(papers: Path, paper_occurrences: pl.LazyFrame, records: pl.LazyFrame, build: str) -> tuple[pl.DataFrame, Callable]:
+def _variants(papers: Path, paper_occurrences: pl.LazyFrame, records: pl.LazyFrame, build: str,
+              staged: pl.DataFrame | None = None) -> tuple[pl.DataFrame, Callable]:
     """``dedup.variant_hashes`` of every paper, and the texts (dedup.variant_texts) of the
     papers asked for (None: every paper). The hashes are those the deduplication that staged
-    ``papers`` kept, when this build did (etl_project.dedup_memo.paper_variants), else hashed
-    from ``records``."""
-    kept = dedup_memo.paper_variants(papers, build)
+    ``papers`` kept, when this build did (``staged``: etl_project.dedup_memo.paper_variants,
+    read when not given), else hashed from ``records``."""
+    kept = dedup_memo.paper_variants(papers, build) if staged is None else staged
     if kept is None:
         kept = dedup.variant_hashes(paper_occurrences, records.select("record_id", *dedup_memo.text_hash("text")))
     return kept, lambda paper_ids: dedup.variant_texts(paper_occurrences, records, kept, paper_ids)
 
 
-def _text_fingerprints(papers: Path, build: str, text: str) -> pl.DataFrame:
-    """reuse.fingerprints of each paper's ``text`` (its abstract, or a column this build makes
-    from it alone: the plain text): when this build deduplicated ``papers``, from its canonical
-    record's text hash, which the deduplication kept (no text is read); else of ``text`` itself,
-    which an earlier build may have made otherwise."""
-    variants = dedup_memo.paper_variants(papers, build)
+def _text_fingerprints(papers: Path, build: str, text: str, variants: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Fingerprints (reuse.FINGERPRINT_SCHEMA) of each paper's ``text`` (its abstract, or a
+    column this build makes from it alone: the plain text): when this build deduplicated
+    ``papers``, those of its canonical record's text, whose hash the deduplication kept
+    (``variants``: dedup_memo.paper_variants, read when not given; no text is read), tagged
+    with ``text`` (reuse.stand_in); else reuse.fingerprints of ``text`` itself, which an earlier
+    build may have made otherwise. The two never match, so a table computed from one is not
+    taken over by a run that has the other: the plain text of an earlier build equal to its raw
+    text is not this build's plain text."""
+    variants = dedup_memo.paper_variants(papers, build) if variants is None else variants
     if variants is not None:  # each paper's canonical text comes first
-        return reuse.combine(variants.filter(pl.col("paper_id").is_first_distinct()).select("paper_id", "hash_a", "hash_b"))
+        canonical = variants.filter(pl.col("paper_id").is_first_distinct()).select("paper_id", "hash_a", "hash_b")
+        return reuse.stand_in(reuse.combine(canonical), text)
     return reuse.fingerprints(pl.scan_parquet(papers).select("paper_id", text), text)
 
 
@@ -199,13 +205,14 @@ def paper_terms(context: dg.AssetExecutionContext, etl: EtlSettings, papers: Pat
     out = stage.run_path(etl.warehouse, context.run_id, asset)
     folder, fingerprints = out.with_name(f"{out.name}.partial"), out.with_name(f"{FINGERPRINTS.format(asset=asset)}.parquet")
     previous = None if launch.full_refresh(context) else _previous_files(context, etl, asset, build)
-    hashes, texts = _variants(papers, paper_occurrences, records, build)
+    staged_variants = dedup_memo.paper_variants(papers, build)
+    hashes, texts = _variants(papers, paper_occurrences, records, build, staged_variants)
     first = hashes["paper_id"].is_first_distinct()  # each paper's canonical text: the rest are its variants
     variants = search_terms.Variants(hashes.filter(~first).select("paper_id", "hash_a", "hash_b"),
                                      lambda paper_ids: search_terms.variants_of(texts(paper_ids)))
     staged = search_terms.stage_terms(pl.scan_parquet(papers), pl.scan_parquet(paper_names), folder, fingerprints,
                                       build, previous, etl.warehouse / stage.STAGE / "duckdb_tmp", variants,
-                                      _text_fingerprints(papers, build, "abstract_plain"))
+                                      _text_fingerprints(papers, build, "abstract_plain", staged_variants))
     return dg.Output(
         folder,  # a folder of parts, moved into place by the IO manager
         metadata=non_empty({
