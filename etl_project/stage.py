@@ -259,6 +259,15 @@ def scope_path(table_path: Path, build: str, papers: Path) -> Path:
     return table_path.with_name(f"{table_path.name.removesuffix('.parquet')}.scope-{build[:16]}-{papers.parent.name}.parquet")
 
 
+def write_scope(table_path: Path, build: str, papers: Path, taken: pl.Series | None) -> None:
+    """Stage ``scope_path``: the papers ``taken`` over (None: none, the whole table is validated;
+    a retried step's scope is removed)."""
+    scope = scope_path(table_path, build, papers)
+    scope.unlink(missing_ok=True)
+    if taken is not None:
+        write(taken.to_frame("paper_id"), scope)
+
+
 def passed_path(table_path: Path, check: str, build: str, papers: Path) -> Path:
     """Beside a staged table: its every row met every expectation of ``check`` under ``build``,
     against the ``papers`` table (named by the run that staged it)."""

@@ -178,10 +178,8 @@ def deduplicated(context: dg.AssetExecutionContext, etl: EtlSettings, records: p
     parts = stage.stage_parts(folder, previous if memo else None, "paper_id", done.kept, done.fresh,
                               dedup.PART_PAPERS, dedup.MAX_PARTS)
     # Its checks validate the papers whose rows changed, when the rows kept met them all before.
-    scope = stage.scope_path(out, build, out)
-    scope.unlink(missing_ok=True)  # a retried step's
-    if memo is not None and background.passed_before(previous, "papers", build, previous):
-        stage.write(done.kept.to_frame("paper_id"), scope)
+    passed = memo is not None and background.passed_before(previous, "papers", build, previous)
+    stage.write_scope(out, build, out, done.kept if passed else None)
     papers = pl.scan_parquet(folder)
     counts = papers.select("occurrence_count", "source_count", "variant_count").collect()
     occurrences = done.occurrences

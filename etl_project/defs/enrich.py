@@ -44,10 +44,8 @@ def computed_for_changes(context: dg.AssetExecutionContext, etl: EtlSettings, bu
     stage.write(fingerprints, stage.run_path(etl.warehouse, context.run_id, FINGERPRINTS.format(asset=asset)))
     # Its checks validate only the rows not taken over, when those taken over met them all.
     rows = stage.run_path(etl.warehouse, context.run_id, asset)
-    scope = stage.scope_path(rows, build, papers)
-    scope.unlink(missing_ok=True)  # a retried step's
-    if found is not None and computed.taken is not None and _passed_checks(*found, asset, build):
-        stage.write(computed.taken.to_frame("paper_id"), scope)
+    passed = found is not None and computed.taken is not None and _passed_checks(*found, asset, build)
+    stage.write_scope(rows, build, papers, computed.taken if passed else None)
     return computed
 
 
