@@ -45,6 +45,7 @@ KEY = ["hash_a", "hash_b"]
 PAIR = ["a_a", "a_b", "b_a", "b_b"]
 PARTS = ("build", "files", "keys", "bands", "pairs", "clusters")
 VARIANTS = "variants"  # staged beside the memo for enrichment, not looked up by the next deduplication
+FINGERPRINTS = "fingerprints"  # likewise: reuse.text_fingerprints of the variants
 PAPER_COLUMNS = ["canonical_record_id", "first_source_file", "paper_id", "abstract", "dedup_key", "word_count", "char_count"]
 FILES_SCHEMA = {"source_file": pl.String, "sha256": pl.String}
 KEYS_SCHEMA = {"record_id": pl.String, "source_file": pl.String, "hash_a": pl.UInt64, "hash_b": pl.UInt64,
@@ -114,9 +115,11 @@ class Memo:
         )
 
 
-def write_variants(folder: Path, variants: pl.DataFrame) -> None:
-    """Stage the papers' variant hashes (dedup.Deduplicated.variants) beside the memo."""
+def write_variants(folder: Path, variants: pl.DataFrame, fingerprints: pl.DataFrame) -> None:
+    """Stage the papers' variant hashes (dedup.Deduplicated.variants) and their fingerprints
+    (etl_project.enrich.reuse.text_fingerprints) beside the memo."""
     stage.write(variants, _path(folder, VARIANTS))
+    stage.write(fingerprints, _path(folder, FINGERPRINTS))
 
 
 def paper_variants(papers_file: Path, build: str) -> pl.DataFrame | None:
@@ -126,8 +129,17 @@ def paper_variants(papers_file: Path, build: str) -> pl.DataFrame | None:
     fingerprints a paper's texts by without reading them: the same hash (the build holds the
     Polars version) over the same texts (a paper's ``abstract`` is its canonical record's
     ``text``), and that build made the papers' other columns."""
+    return _staged(papers_file, build, VARIANTS)
+
+
+def paper_fingerprints(papers_file: Path, build: str) -> pl.DataFrame | None:
+    """The reuse.text_fingerprints of :func:`paper_variants`, staged with them."""
+    return _staged(papers_file, build, FINGERPRINTS)
+
+
+def _staged(papers_file: Path, build: str, part: str) -> pl.DataFrame | None:
     folder = papers_file.parent
-    path = _path(folder, VARIANTS)
+    path = _path(folder, part)
     if not path.exists() or not _path(folder, "build").exists():
         return None
     if pl.read_parquet(_path(folder, "build"))["build"].to_list() != [build]:

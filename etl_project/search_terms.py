@@ -90,6 +90,15 @@ class Variants:
 
     hashes: pl.DataFrame
     read: Callable[[pl.Series], pl.DataFrame]  # the variants of those paper_ids
+    # Each paper's fingerprint of its variants' hashes (reuse.text_fingerprints), when worked out
+    # already; None: combined from ``hashes``.
+    fingerprints: pl.DataFrame | None = None
+
+    def combined(self) -> pl.DataFrame:
+        """``(paper_id, fp_a, fp_b)`` of each paper's variants, in hash order."""
+        if self.fingerprints is not None:
+            return self.fingerprints
+        return reuse.combine(self.hashes.sort("paper_id", "hash_a", "hash_b"))
 
     @classmethod
     def of(cls, variants: pl.DataFrame) -> "Variants":
@@ -111,7 +120,7 @@ def fingerprints(papers: pl.LazyFrame, paper_names: pl.DataFrame, variants: Vari
     texts are hashed as they stream by, never held. The variants go by their text hashes, never
     read."""
     names = reuse.fingerprints(paper_names.sort("paper_id", "name_rank").select("paper_id", name=pl.struct("name", "long_name")), "name")
-    texts = reuse.combine(variants.hashes.sort("paper_id", "hash_a", "hash_b"))
+    texts = variants.combined()
     if plain is None:
         plain = reuse.fingerprints(papers.select("paper_id", "abstract_plain"), "abstract_plain")
     return (
@@ -120,7 +129,7 @@ def fingerprints(papers: pl.LazyFrame, paper_names: pl.DataFrame, variants: Vari
         .join(texts.lazy(), on="paper_id", how="left", suffix="_variants", maintain_order="left")
         .select("paper_id", fp_a=pl.struct("fp_a", "fp_a_names", "fp_a_variants").hash(reuse.SEED_A),
                 fp_b=pl.struct("fp_b", "fp_b_names", "fp_b_variants").hash(reuse.SEED_B))
-        .collect(engine="streaming")
+        .collect()
     )
 
 
@@ -187,60 +196,61 @@ def stage_terms(papers: pl.LazyFrame, paper_names: pl.LazyFrame, folder: Path, s
     shutil.rmtree(folder, ignore_errors=True)  # a retried step's parts
     folder.mkdir(parents=True)
     paper_names = paper_names.select(NAME_COLUMNS).collect()
+    current = fingerprints(papers, paper_names, variants, plain)
+    placed = pl.DataFrame(schema={"paper_id": pl.String, "part": pl.String})  # where each paper's rows are
+    linked = written = 0
+    if previous is not None:
+        before, earlier = previous[0], pl.read_parquet(previous[1], columns=["paper_id", "fp_a", "fp_b", "part"])
+        placed = current.join(earlier, on=["paper_id", "fp_a", "fp_b"]).select("paper_id", "part")
+        losing = dict(earlier.filter(pl.col("part").is_not_null()).join(placed, on="paper_id", how="anti")
+                      .group_by("part").agg("paper_id").iter_rows())
+        renamed = {}
+        for part in sorted(placed["part"].drop_nulls().unique()):
+            if part not in losing:
+                stage.link_or_copy(before / part, folder / part)
+                linked += 1
+                continue
+            # Streamed through Polars, which keeps the part's order: no sort, both cores.
+            renamed[part] = _part_name()
+            stage.write(pl.scan_parquet(before / part).filter(~pl.col("paper_id").is_in(losing[part])), folder / renamed[part])
+            written += 1
+        placed = placed.with_columns(pl.col("part").replace(renamed))
+    todo = current.join(placed, on="paper_id", how="anti", maintain_order="left")["paper_id"]
+    chosen = papers.filter(pl.col("paper_id").is_in(todo.implode())).select(PAPER_COLUMNS).collect()
     with connection(temp_directory) as con:
-        con.register("current", fingerprints(papers, paper_names, variants, plain))
-        con.execute("CREATE TEMP TABLE placed (paper_id VARCHAR, part VARCHAR)")  # where each paper's rows are
-        linked = written = 0
-        if previous is not None:
-            before, earlier = previous[0], parquet(previous[1])
-            con.execute(f"INSERT INTO placed SELECT paper_id, part FROM current JOIN {earlier} USING (paper_id, fp_a, fp_b)")
-            dropped = con.execute(f"SELECT part, list(paper_id) FROM {earlier} ANTI JOIN placed USING (paper_id) "
-                                  "WHERE part IS NOT NULL GROUP BY part").fetchall()
-            losing = dict(dropped)
-            keeping = {part for (part,) in con.execute("SELECT DISTINCT part FROM placed WHERE part IS NOT NULL").fetchall()}
-            for part in sorted(keeping):
-                if part not in losing:
-                    stage.link_or_copy(before / part, folder / part)
-                    linked += 1
-                    continue
-                # Streamed through Polars, which keeps the part's order: no sort, both cores.
-                name = _part_name()
-                stage.write(pl.scan_parquet(before / part).filter(~pl.col("paper_id").is_in(losing[part])), folder / name)
-                con.execute("UPDATE placed SET part = ? WHERE part = ?", [name, part])
-                written += 1
-        todo = con.execute("SELECT paper_id FROM current ANTI JOIN placed USING (paper_id)").pl()["paper_id"]
-        chosen = papers.filter(pl.col("paper_id").is_in(todo.implode())).select(PAPER_COLUMNS).collect()
-        written += _write_new_parts(con, chosen, paper_names, variants.read(todo).select(VARIANTS_SCHEMA.keys()), folder)
-        written += _merge_smallest_parts(con, folder)
+        new_parts = _write_new_parts(con, chosen, paper_names, variants.read(todo).select(VARIANTS_SCHEMA.keys()), folder)
+        merged = _merge_smallest_parts(con, folder)
         if not any(folder.glob("*.parquet")):  # no terms at all: still a table, with its columns
             _register_batch(con, chosen.clear(), paper_names, NO_VARIANTS.read(todo))
             con.execute(f"COPY ({TERMS}) TO {literal(str(folder / _part_name()))} "
                         "(FORMAT parquet, COMPRESSION zstd)")
-        con.execute(f"COPY (SELECT paper_id, fp_a, fp_b, part, {literal(build)} AS build FROM current "
-                    f"LEFT JOIN placed USING (paper_id) ORDER BY paper_id) TO {literal(str(sidecar))} (FORMAT parquet, COMPRESSION zstd)")
-        total = con.execute("SELECT count(*) FROM current").fetchone()[0]
-    return StagedTerms(todo.len(), total - todo.len(), linked, written)
+    placed = pl.concat([placed, new_parts]).with_columns(pl.col("part").replace(merged))
+    written += new_parts["part"].n_unique() + bool(merged)
+    stage.write(current.join(placed, on="paper_id", how="left", maintain_order="left").with_columns(build=pl.lit(build)),
+                sidecar)
+    return StagedTerms(todo.len(), current.height - todo.len(), linked, written)
 
 
 def _write_new_parts(con: duckdb.DuckDBPyConnection, papers: pl.DataFrame, paper_names: pl.DataFrame,
-                     variants: pl.DataFrame, folder: Path) -> int:
-    """The terms of ``papers`` into new parts of ``folder``, placed; returns how many parts.
-    Made BATCH_PAPERS papers at a time, each batch in memory: one statement over a million papers
-    would sort and aggregate ~50M rows, spilling far beyond MEMORY_GIB. The batches follow the
-    papers table's order, which a full build stages in its canonical records' (source_file,
-    ordinal) order (and a later run keeps, adding its changed papers after): a file's papers
-    share a part or two, so removing or changing a file rewrites those, not every part (paper_id,
-    a hash, would spread them over all)."""
+                     variants: pl.DataFrame, folder: Path) -> pl.DataFrame:
+    """The terms of ``papers`` into new parts of ``folder``; returns where each paper went
+    (paper_id, part). Made BATCH_PAPERS papers at a time, each batch in memory: one statement
+    over a million papers would sort and aggregate ~50M rows, spilling far beyond MEMORY_GIB. The
+    batches follow the papers table's order, which a full build stages in its canonical records'
+    (source_file, ordinal) order (and a later run keeps, adding its changed papers after): a
+    file's papers share a part or two, so removing or changing a file rewrites those, not every
+    part (paper_id, a hash, would spread them over all)."""
     prefix = stage.new_batch_id()  # the parts' names sort in the papers' order
-    batches = range(0, papers.height, BATCH_PAPERS)
-    for batch, start in enumerate(batches):
+    placed = [pl.DataFrame(schema={"paper_id": pl.String, "part": pl.String})]
+    for batch, start in enumerate(range(0, papers.height, BATCH_PAPERS)):
         name = f"{prefix}-{batch:05d}.parquet"
-        _register_batch(con, papers.slice(start, BATCH_PAPERS), paper_names, variants)
+        rows = papers.slice(start, BATCH_PAPERS)
+        _register_batch(con, rows, paper_names, variants)
         con.execute(f"COPY ({TERMS}) TO {literal(str(folder / name))} "
                     "(FORMAT parquet, COMPRESSION zstd)")
         # A paper without terms is placed too: at worst its part is rewritten for nothing once.
-        con.execute("INSERT INTO placed SELECT paper_id, ? FROM papers", [name])
-    return len(batches)
+        placed.append(rows.select("paper_id", part=pl.lit(name)))
+    return pl.concat(placed)
 
 
 def _register_batch(con: duckdb.DuckDBPyConnection, papers: pl.DataFrame, paper_names: pl.DataFrame, variants: pl.DataFrame) -> None:
@@ -274,20 +284,19 @@ def variant_additions(papers: pl.DataFrame, variants: pl.DataFrame) -> pl.DataFr
     )
 
 
-def _merge_smallest_parts(con: duckdb.DuckDBPyConnection, folder: Path) -> int:
-    """Beyond MAX_PARTS parts, the smallest ones as one; returns how many parts were written."""
+def _merge_smallest_parts(con: duckdb.DuckDBPyConnection, folder: Path) -> dict[str, str]:
+    """Beyond MAX_PARTS parts, the smallest ones as one; returns the new name of each merged part."""
     parts = sorted(folder.glob("*.parquet"), key=lambda path: path.stat().st_size)
     if len(parts) <= MAX_PARTS:
-        return 0
+        return {}
     smallest = parts[:len(parts) - MAX_PARTS + 1]
     name = _part_name()
     listed = "[" + ", ".join(literal(str(path)) for path in smallest) + "]"
     con.execute(f"COPY (FROM read_parquet({listed}) ORDER BY paper_id, term) TO {literal(str(folder / name))} "
                 "(FORMAT parquet, COMPRESSION zstd)")
-    con.execute(f"UPDATE placed SET part = ? WHERE part IN ({', '.join(literal(path.name) for path in smallest)})", [name])
     for path in smallest:
         path.unlink()
-    return 1
+    return {path.name: name for path in smallest}
 
 
 def _part_name() -> str:

@@ -98,12 +98,20 @@ def test_variant_hashes_are_the_variant_texts_hashed_and_read_back_only_when_the
     # The hashes the deduplication keeps, as the enrichment steps read them beside the papers.
     done.papers.write_parquet(tmp_path / "papers.parquet")
     done.memo.write(tmp_path, "build")
-    dedup_memo.write_variants(tmp_path, done.variants)
+    dedup_memo.write_variants(tmp_path, done.variants, reuse.text_fingerprints(done.variants))
     kept = dedup_memo.paper_variants(tmp_path / "papers.parquet", "build")
     assert dedup_memo.paper_variants(tmp_path / "papers.parquet", "another build") is None  # another build's hashes
+    assert dedup_memo.paper_fingerprints(tmp_path / "papers.parquet", "another build") is None
     assert kept.equals(dedup.variant_hashes(done.occurrences, records.select("record_id", *text_hash("text"))))
     assert kept.select("paper_id", "hash_a", "hash_b").equals(texts.select("paper_id", *text_hash("abstract")))
-    assert reuse.combine(kept).equals(reuse.fingerprints(texts, "abstract"))
+    # The fingerprints staged with them are those of the texts themselves.
+    staged = dedup_memo.paper_fingerprints(tmp_path / "papers.parquet", "build")
+    assert reuse.pick(staged, "texts").equals(reuse.fingerprints(texts, "abstract"))
+    first = texts["paper_id"].is_first_distinct()
+    assert reuse.pick(staged, "canonical").equals(reuse.fingerprints(texts.filter(first), "abstract"))
+    variants = texts.filter(~first).select("paper_id", *text_hash("abstract")).sort("paper_id", "hash_a", "hash_b")
+    assert reuse.pick(staged, "variants").drop_nulls().sort("paper_id").equals(reuse.combine(variants).sort("paper_id"))
+    assert staged.filter(pl.col("variants_a").is_null())["paper_id"].to_list() == [texts["paper_id"][0]]  # "Another abstract."
     one = texts["paper_id"][-1]
     assert dedup.variant_texts(done.occurrences, records, kept, pl.Series([one])).equals(texts.filter(pl.col("paper_id") == one))
     # Records whose texts are no longer those the deduplication hashed are refused, not read.

@@ -23,12 +23,19 @@ def frame(rows: list[tuple[str, str]]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={"paper_id": pl.String, "abstract": pl.String}, orient="row")  # papers interleaved, as variant_texts gives them
 
 
-def compute_changed(inputs: pl.DataFrame, compute, previous=None) -> reuse.Computed:
-    """``compute(inputs)`` through reuse: the texts fingerprinted, and only the changed papers' rows given to ``compute``."""
+def compute_changed(inputs: pl.DataFrame, compute, previous=None) -> tuple[reuse.Computed, pl.DataFrame]:
+    """``compute(inputs)`` through reuse: the texts fingerprinted, and only the changed papers' rows
+    given to ``compute``; with the table they make with the ``previous`` ``(fingerprints, table)``
+    rows taken over (what stage.stage_parts keeps), in paper_id order."""
     def compute_for(paper_ids: pl.Series | None) -> pl.DataFrame:
         return compute(inputs if paper_ids is None else inputs.filter(pl.col("paper_id").is_in(paper_ids.implode())))
 
-    return reuse.compute_for_changes(reuse.fingerprints(inputs, "abstract"), compute_for, previous)
+    computed = reuse.compute_for_changes(reuse.fingerprints(inputs, "abstract"), compute_for,
+                                         None if previous is None else previous[0])
+    if computed.taken is None:
+        return computed, computed.fresh
+    taken = previous[1].filter(pl.col("paper_id").is_in(computed.taken.implode()))
+    return computed, pl.concat([taken, computed.fresh.cast(taken.schema)]).sort("paper_id", maintain_order=True)
 
 
 @settings(max_examples=60, deadline=None)
@@ -36,15 +43,15 @@ def compute_changed(inputs: pl.DataFrame, compute, previous=None) -> reuse.Compu
 def test_reusing_the_previous_rows_gives_what_computing_every_paper_gives(before, after):
     taxonomy = topics.load_taxonomy()
     for compute in (links.extract_links, names.extract_names, lambda f: topics.tag_topics(f, taxonomy, text_column="abstract")):
-        first = compute_changed(frame(before), compute)
+        first, table = compute_changed(frame(before), compute)
         seen = []
 
         def counting(changed: pl.DataFrame, compute=compute) -> pl.DataFrame:
             seen.append(changed)
             return compute(changed)
 
-        again = compute_changed(frame(after), counting, (first.fingerprints, first.rows))
-        assert_frame_equal(again.rows, compute(frame(after)), check_exact=True)
+        again, again_table = compute_changed(frame(after), counting, (first.fingerprints, table))
+        assert_frame_equal(again_table, compute(frame(after)), check_exact=True)
         # Only the papers whose texts are not exactly as before were computed again.
         fp_before = dict(zip(first.fingerprints["paper_id"], first.fingerprints.select("fp_a", "fp_b").rows()))
         changed = {p for p, fp in zip(again.fingerprints["paper_id"], again.fingerprints.select("fp_a", "fp_b").rows())
@@ -55,21 +62,21 @@ def test_reusing_the_previous_rows_gives_what_computing_every_paper_gives(before
 
 
 def test_a_paper_whose_variant_texts_change_order_is_computed_again():
-    first = compute_changed(frame([("a", TEXTS[0]), ("a", TEXTS[3])]), links.extract_links)
+    first, table = compute_changed(frame([("a", TEXTS[0]), ("a", TEXTS[3])]), links.extract_links)
     swapped = frame([("a", TEXTS[3]), ("a", TEXTS[0])])
-    again = compute_changed(swapped, links.extract_links, (first.fingerprints, first.rows))
+    again, again_table = compute_changed(swapped, links.extract_links, (first.fingerprints, table))
     assert again.computed == 1
-    assert again.rows["url"].to_list() == links.extract_links(swapped)["url"].to_list()
+    assert again_table["url"].to_list() == links.extract_links(swapped)["url"].to_list()
 
 
 def test_a_compute_that_gives_rows_of_papers_it_was_not_given_is_refused():
     """Such rows would hide among the rows taken over, which the checks do not validate again."""
-    first = compute_changed(frame([("a", TEXTS[0]), ("b", TEXTS[1])]), links.extract_links)
+    first, table = compute_changed(frame([("a", TEXTS[0]), ("b", TEXTS[1])]), links.extract_links)
     def strays(changed: pl.DataFrame) -> pl.DataFrame:  # also finds a link for paper a, not asked for
         return links.extract_links(frame([("a", TEXTS[3]), *changed.rows()]))
 
     with pytest.raises(RuntimeError, match="not given"):
-        compute_changed(frame([("a", TEXTS[0]), ("b", TEXTS[2])]), strays, (first.fingerprints, first.rows))
+        compute_changed(frame([("a", TEXTS[0]), ("b", TEXTS[2])]), strays, (first.fingerprints, table))
 
 
 def test_fingerprints_taken_from_the_canonical_text_never_match_those_of_the_plain_text(tmp_path):
@@ -86,7 +93,7 @@ def test_fingerprints_taken_from_the_canonical_text_never_match_those_of_the_pla
     papers = tmp_path / "papers.parquet"
     done.papers.with_columns(abstract_plain=pl.col("abstract")).write_parquet(papers)  # plain text = raw text
     done.memo.write(tmp_path, "build")
-    dedup_memo.write_variants(tmp_path, done.variants)
+    dedup_memo.write_variants(tmp_path, done.variants, reuse.text_fingerprints(done.variants))
     standing_in = _text_fingerprints(papers, "build", "abstract_plain")  # this build's deduplication
     own = _text_fingerprints(papers, "another build", "abstract_plain")  # the plain text itself
     assert own.equals(reuse.fingerprints(done.papers.select("paper_id", abstract_plain="abstract"), "abstract_plain"))

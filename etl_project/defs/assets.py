@@ -21,6 +21,7 @@ from etl_project.defs.resources import (
     staged_file,
     staged_output,
 )
+from etl_project.enrich import reuse
 from etl_project.enrich.markup import with_plain_text
 from etl_project.quality import background
 
@@ -173,7 +174,7 @@ def deduplicated(context: dg.AssetExecutionContext, etl: EtlSettings, records: p
     done = dedup.deduplicate_with_memo(records, etl.near_config(), source_files.select("source_file", "sha256"), memo, PLAIN_TEXT)
     out = stage.run_path(etl.warehouse, context.run_id, "papers")
     done.memo.write(out.parent, build)
-    dedup_memo.write_variants(out.parent, done.variants)
+    dedup_memo.write_variants(out.parent, done.variants, reuse.text_fingerprints(done.variants))
     folder = out.with_name(f"{out.name}.partial")  # a folder of parts, moved into place by the IO manager
     parts = stage.stage_parts(folder, previous if memo else None, "paper_id", done.kept, done.fresh,
                               dedup.PART_PAPERS, dedup.MAX_PARTS)

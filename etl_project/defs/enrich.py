@@ -8,6 +8,7 @@ that the deduplication stages (etl_project.dedup_memo.paper_variants), so each s
 the texts of the papers it computes."""
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
@@ -21,32 +22,56 @@ from etl_project.defs.metadata import (
     table_metadata,
     table_value,
 )
-from etl_project.defs.resources import EtlSettings, staged_file, staged_output
+from etl_project.defs.resources import EtlSettings, staged_file
 from etl_project.enrich import links, names, reuse, topics
 from etl_project.quality import background
 
 FINGERPRINTS = "{asset}.fingerprints"  # beside an enrichment table in the stage: what it was computed from
 
 
+# An enrichment table is staged as parts of this many rows (the parts of papers whose rows stay are
+# linked, not written again: etl_project.stage.stage_parts), and at most this many parts.
+PART_ROWS = 100_000
+MAX_PARTS = 32
+
+
+@dataclass(frozen=True)
+class Enriched:
+    folder: Path  # the table's parts, moved into place by the IO manager
+    computed: reuse.Computed
+    parts: stage.PartsStaged
+
+    def table(self) -> pl.LazyFrame:
+        return pl.scan_parquet(self.folder)
+
+    def metadata(self) -> dict:
+        return {"papers_computed": self.computed.computed, "papers_reused": self.computed.reused,
+                "parts_linked": self.parts.linked, "parts_written": self.parts.rewritten + self.parts.written}
+
+
 def computed_for_changes(context: dg.AssetExecutionContext, etl: EtlSettings, build: str, papers: Path,
-                         current: pl.DataFrame, compute: Callable[[pl.Series | None], pl.DataFrame]) -> reuse.Computed:
+                         current: pl.DataFrame, compute: Callable[[pl.Series | None], pl.DataFrame]) -> Enriched:
     """The table ``compute(paper_ids)`` makes from ``papers`` (None: of every paper), asked only
     for the papers whose texts' fingerprints (``current``) differ from those the previous table of
     this asset was computed from, when it was computed by the same code and settings (``build``,
     taken before the asset read its rules or taxonomy: an edit in between then recomputes, never
-    the other way round); the fingerprints are staged beside this run's table for the next run,
-    with the papers table they were taken from."""
+    the other way round), staged as parts beside the previous table's; the fingerprints are staged
+    beside it for the next run, with the papers table they were taken from."""
     asset = context.asset_key.to_user_string()
     found = None if launch.full_refresh(context) else _previous_files(context, etl, asset, build)
-    previous = None if found is None else (pl.read_parquet(found[1]).select(*reuse.FINGERPRINT_SCHEMA), pl.read_parquet(found[0]))
-    computed = reuse.compute_for_changes(current, compute, previous)
+    computed = reuse.compute_for_changes(current, compute, None if found is None else
+                                         pl.read_parquet(found[1]).select(*reuse.FINGERPRINT_SCHEMA))
     fingerprints = computed.fingerprints.with_columns(build=pl.lit(build), papers=pl.lit(str(papers)))
     stage.write(fingerprints, stage.run_path(etl.warehouse, context.run_id, FINGERPRINTS.format(asset=asset)))
-    # Its checks validate only the rows not taken over, when those taken over met them all.
     rows = stage.run_path(etl.warehouse, context.run_id, asset)
+    folder = rows.with_name(f"{rows.name}.partial")
+    taken = pl.Series("paper_id", [], pl.String) if computed.taken is None else computed.taken
+    parts = stage.stage_parts(folder, None if found is None else found[0], "paper_id", taken, computed.fresh,
+                              PART_ROWS, MAX_PARTS)
+    # Its checks validate only the rows not taken over, when those taken over met them all.
     passed = found is not None and computed.taken is not None and _passed_checks(*found, asset, build)
     stage.write_scope(rows, build, papers, computed.taken if passed else None)
-    return computed
+    return Enriched(folder, computed, parts)
 
 
 def _passed_checks(rows: Path, sidecar: Path, asset: str, build: str) -> bool:
@@ -69,31 +94,30 @@ def _previous_files(context: dg.AssetExecutionContext, etl: EtlSettings, asset: 
     return (rows, sidecar) if built_by.len() and built_by[0] == build else None
 
 
-def _variants(papers: Path, paper_occurrences: pl.LazyFrame, records: pl.LazyFrame, build: str,
-              staged: pl.DataFrame | None = None) -> tuple[pl.DataFrame, Callable]:
-    """``dedup.variant_hashes`` of every paper, and the texts (dedup.variant_texts) of the
-    papers asked for (None: every paper). The hashes are those the deduplication that staged
-    ``papers`` kept, when this build did (``staged``: etl_project.dedup_memo.paper_variants,
-    read when not given), else hashed from ``records``."""
-    kept = dedup_memo.paper_variants(papers, build) if staged is None else staged
-    if kept is None:
-        kept = dedup.variant_hashes(paper_occurrences, records.select("record_id", *dedup_memo.text_hash("text")))
-    return kept, lambda paper_ids: dedup.variant_texts(paper_occurrences, records, kept, paper_ids)
+def _variants(papers: Path, paper_occurrences: pl.LazyFrame, records: pl.LazyFrame,
+              build: str) -> tuple[pl.DataFrame, pl.DataFrame, Callable]:
+    """``dedup.variant_hashes`` of every paper, their ``reuse.text_fingerprints``, and the texts
+    (dedup.variant_texts) of the papers asked for (None: every paper). The hashes and
+    fingerprints are those the deduplication that staged ``papers`` worked out, when this build
+    did (etl_project.dedup_memo.paper_variants), else hashed from ``records``."""
+    hashes, fingerprints = dedup_memo.paper_variants(papers, build), dedup_memo.paper_fingerprints(papers, build)
+    if hashes is None or fingerprints is None:
+        hashes = dedup.variant_hashes(paper_occurrences, records.select("record_id", *dedup_memo.text_hash("text")))
+        fingerprints = reuse.text_fingerprints(hashes)
+    return hashes, fingerprints, lambda paper_ids: dedup.variant_texts(paper_occurrences, records, hashes, paper_ids)
 
 
-def _text_fingerprints(papers: Path, build: str, text: str, variants: pl.DataFrame | None = None) -> pl.DataFrame:
+def _text_fingerprints(papers: Path, build: str, text: str) -> pl.DataFrame:
     """Fingerprints (reuse.FINGERPRINT_SCHEMA) of each paper's ``text`` (its abstract, or a
     column this build makes from it alone: the plain text): when this build deduplicated
-    ``papers``, those of its canonical record's text, whose hash the deduplication kept
-    (``variants``: dedup_memo.paper_variants, read when not given; no text is read), tagged
-    with ``text`` (reuse.stand_in); else reuse.fingerprints of ``text`` itself, which an earlier
-    build may have made otherwise. The two never match, so a table computed from one is not
-    taken over by a run that has the other: the plain text of an earlier build equal to its raw
-    text is not this build's plain text."""
-    variants = dedup_memo.paper_variants(papers, build) if variants is None else variants
-    if variants is not None:  # each paper's canonical text comes first
-        canonical = variants.filter(pl.col("paper_id").is_first_distinct()).select("paper_id", "hash_a", "hash_b")
-        return reuse.stand_in(reuse.combine(canonical), text)
+    ``papers``, those of its canonical record's text, which the deduplication staged
+    (dedup_memo.paper_fingerprints; no text is read), tagged with ``text`` (reuse.stand_in);
+    else reuse.fingerprints of ``text`` itself, which an earlier build may have made otherwise.
+    The two never match, so a table computed from one is not taken over by a run that has the
+    other: the plain text of an earlier build equal to its raw text is not this build's plain text."""
+    staged = dedup_memo.paper_fingerprints(papers, build)
+    if staged is not None:
+        return reuse.stand_in(reuse.pick(staged, "canonical"), text)
     return reuse.fingerprints(pl.scan_parquet(papers).select("paper_id", text), text)
 
 
@@ -103,10 +127,6 @@ def _papers_of(papers: Path, paper_ids: pl.Series | None, *columns: str) -> pl.D
     if paper_ids is not None:
         scan = scan.filter(pl.col("paper_id").is_in(paper_ids.implode()))
     return scan.select(*columns).collect()
-
-
-def _reuse_metadata(computed: reuse.Computed) -> dict:
-    return {"papers_computed": computed.computed, "papers_reused": computed.reused}
 
 
 def _share(part: int, whole: int) -> float:
@@ -121,19 +141,19 @@ def paper_links(context: dg.AssetExecutionContext, etl: EtlSettings, papers: Pat
     kind (code_repository, dataset, model, project_page, anonymous_review, ...) and, for GitHub,
     GitLab and Hugging Face, the repository's owner and name. Rules: etl_project/enrich/links.py."""
     build = etl.build_fingerprint()
-    hashes, texts = _variants(papers, paper_occurrences, records, build)
-    computed = computed_for_changes(context, etl, build, papers, reuse.combine(hashes.select("paper_id", "hash_a", "hash_b")),
+    _, fingerprints, texts = _variants(papers, paper_occurrences, records, build)
+    enriched = computed_for_changes(context, etl, build, papers, reuse.pick(fingerprints, "texts"),
                                     lambda paper_ids: links.extract_links(texts(paper_ids)))
-    frame = computed.rows
+    frame = enriched.table().select("paper_id", "kind").collect()
     with_code = frame.filter(pl.col("kind").is_in(links.CODE_KINDS))["paper_id"].n_unique()
     return dg.Output(
-        staged_output(context, etl, frame),
+        enriched.folder,
         metadata=non_empty({
-            **table_metadata(frame, "paper_links"),
-            **_reuse_metadata(computed),
+            **table_metadata(enriched.table(), "paper_links"),
+            **enriched.metadata(),
             "papers_with_links": frame["paper_id"].n_unique(),
             "papers_with_code": with_code,
-            "share_with_code": _share(with_code, computed.fingerprints.height),
+            "share_with_code": _share(with_code, enriched.computed.fingerprints.height),
             "by_kind": table_value(frame.group_by("kind").len().sort("len", "kind", descending=[True, False])),
         }),
     )
@@ -145,17 +165,17 @@ def paper_names(context: dg.AssetExecutionContext, etl: EtlSettings, papers: Pat
     X", "termed X", "X—short for ...", ...), with the pattern that found each and the evidence.
     Precision first: papers that introduce no name have no row. Rules: etl_project/enrich/names.py."""
     build = etl.build_fingerprint()
-    computed = computed_for_changes(context, etl, build, papers, _text_fingerprints(papers, build, "abstract"),
+    enriched = computed_for_changes(context, etl, build, papers, _text_fingerprints(papers, build, "abstract"),
                                     lambda paper_ids: names.extract_names(_papers_of(papers, paper_ids, "paper_id", "abstract")))
-    frame = computed.rows
+    frame = enriched.table().select("paper_id", "pattern").collect()
     named = frame["paper_id"].n_unique()
     return dg.Output(
-        staged_output(context, etl, frame),
+        enriched.folder,
         metadata=non_empty({
-            **table_metadata(frame, "paper_names"),
-            **_reuse_metadata(computed),
+            **table_metadata(enriched.table(), "paper_names"),
+            **enriched.metadata(),
             "papers_named": named,
-            "share_named": _share(named, computed.fingerprints.height),
+            "share_named": _share(named, enriched.computed.fingerprints.height),
             "by_pattern": table_value(frame.group_by("pattern").len().sort("len", "pattern", descending=[True, False])),
         }),
     )
@@ -170,16 +190,16 @@ def paper_topics(context: dg.AssetExecutionContext, etl: EtlSettings, papers: Pa
     taxonomy shows as a code change once the code location is reloaded."""
     build = etl.build_fingerprint()
     taxonomy = topics.load_taxonomy()
-    computed = computed_for_changes(
+    enriched = computed_for_changes(
         context, etl, build, papers, _text_fingerprints(papers, build, "abstract_plain"),
         lambda paper_ids: topics.tag_topics(_papers_of(papers, paper_ids, "paper_id", "abstract_plain"), taxonomy))
-    frame = computed.rows
+    frame = enriched.table().select("paper_id", "topic", "label").collect()
     counts = frame.group_by("topic", "label").agg(papers=pl.col("paper_id").n_unique()).sort("papers", "topic", descending=[True, False])
     return dg.Output(
-        staged_output(context, etl, frame),
+        enriched.folder,
         metadata=non_empty({
-            **table_metadata(frame, "paper_topics"),
-            **_reuse_metadata(computed),
+            **table_metadata(enriched.table(), "paper_topics"),
+            **enriched.metadata(),
             "taxonomy": dg.MetadataValue.path(str(taxonomy.path)),
             "taxonomy_sha256": taxonomy.sha256,
             "taxonomy_topics": len(taxonomy.topics),
@@ -201,16 +221,16 @@ def paper_terms(context: dg.AssetExecutionContext, etl: EtlSettings, papers: Pat
     asset = context.asset_key.to_user_string()
     build = etl.build_fingerprint()
     out = stage.run_path(etl.warehouse, context.run_id, asset)
-    folder, fingerprints = out.with_name(f"{out.name}.partial"), out.with_name(f"{FINGERPRINTS.format(asset=asset)}.parquet")
+    folder, fingerprints_file = out.with_name(f"{out.name}.partial"), out.with_name(f"{FINGERPRINTS.format(asset=asset)}.parquet")
     previous = None if launch.full_refresh(context) else _previous_files(context, etl, asset, build)
-    staged_variants = dedup_memo.paper_variants(papers, build)
-    hashes, texts = _variants(papers, paper_occurrences, records, build, staged_variants)
+    hashes, fingerprints, texts = _variants(papers, paper_occurrences, records, build)
     first = hashes["paper_id"].is_first_distinct()  # each paper's canonical text: the rest are its variants
     variants = search_terms.Variants(hashes.filter(~first).select("paper_id", "hash_a", "hash_b"),
-                                     lambda paper_ids: search_terms.variants_of(texts(paper_ids)))
-    staged = search_terms.stage_terms(pl.scan_parquet(papers), pl.scan_parquet(paper_names), folder, fingerprints,
+                                     lambda paper_ids: search_terms.variants_of(texts(paper_ids)),
+                                     reuse.pick(fingerprints, "variants"))
+    staged = search_terms.stage_terms(pl.scan_parquet(papers), pl.scan_parquet(paper_names), folder, fingerprints_file,
                                       build, previous, etl.warehouse / stage.STAGE / "duckdb_tmp", variants,
-                                      _text_fingerprints(papers, build, "abstract_plain", staged_variants))
+                                      _text_fingerprints(papers, build, "abstract_plain"))
     return dg.Output(
         folder,  # a folder of parts, moved into place by the IO manager
         metadata=non_empty({

@@ -3,8 +3,9 @@
 Each paper's links, names and topics are a function of that paper's own texts and nothing else
 (the rules and the taxonomy aside, which the build fingerprint covers), and every such table is
 sorted by ``paper_id`` first. So a run computes them only for the papers whose texts are new or
-changed, takes every other paper's rows from the previous run's table, and gets the table a
-full computation gives.
+changed, takes every other paper's rows from the previous run's table (staged as parts, which
+keep them where they are: etl_project.stage.stage_parts), and gets the table a full computation
+gives.
 
 A paper's texts are told apart by two independently seeded 64-bit Polars hashes of each text,
 hashed again over the paper's texts in order: stable within one Polars version, which is part of
@@ -23,11 +24,11 @@ FINGERPRINT_SCHEMA = {"paper_id": pl.String, "fp_a": pl.UInt64, "fp_b": pl.UInt6
 
 @dataclass(frozen=True)
 class Computed:
-    rows: pl.DataFrame  # the table, as compute over every paper gives it
+    fresh: pl.DataFrame  # the rows of the papers computed now
     fingerprints: pl.DataFrame  # FINGERPRINT_SCHEMA: what to hand to the next run
-    reused: int  # papers whose rows came from the previous table
+    reused: int  # papers whose rows are the previous table's
     computed: int  # papers computed now
-    taken: pl.Series | None = None  # the paper_ids of the papers whose rows came from the previous table
+    taken: pl.Series | None = None  # the paper_ids of the papers whose rows are the previous table's (None: none)
 
 
 def fingerprints(inputs: pl.DataFrame | pl.LazyFrame, text: str) -> pl.DataFrame:
@@ -48,6 +49,28 @@ def combine(hashes: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     )
 
 
+def text_fingerprints(hashes: pl.DataFrame) -> pl.DataFrame:
+    """Each paper's fingerprints from the ``text_hash`` (paper_id, hash_a, hash_b) of its distinct
+    texts, one row each, its canonical text first (dedup.variant_hashes): of its canonical text
+    alone (``canonical_a``/``canonical_b``), of all its texts in order (``texts_*``) and of its
+    other texts, its near-duplicate variants, in hash order (``variants_*``; null without any).
+    Worked out once per deduplication, for the enrichment steps to compare."""
+    first = hashes["paper_id"].is_first_distinct()
+    variants = hashes.filter(~first).sort("paper_id", "hash_a", "hash_b")
+    return (
+        combine(hashes.filter(first)).rename({"fp_a": "canonical_a", "fp_b": "canonical_b"})
+        .join(combine(hashes).rename({"fp_a": "texts_a", "fp_b": "texts_b"}), on="paper_id", maintain_order="left")
+        .join(combine(variants).rename({"fp_a": "variants_a", "fp_b": "variants_b"}), on="paper_id", how="left",
+              maintain_order="left")
+    )
+
+
+def pick(fingerprints: pl.DataFrame, which: str) -> pl.DataFrame:
+    """FINGERPRINT_SCHEMA of every paper, from ``which`` (canonical, texts or variants) of its
+    ``text_fingerprints``."""
+    return fingerprints.select("paper_id", fp_a=f"{which}_a", fp_b=f"{which}_b")
+
+
 def stand_in(fingerprints: pl.DataFrame, text: str) -> pl.DataFrame:
     """``fingerprints`` (of other texts standing in for ``text``: the raw text a plain text is
     made from, say) hashed again with ``text``'s name, so they never equal the ``fingerprints``
@@ -57,19 +80,17 @@ def stand_in(fingerprints: pl.DataFrame, text: str) -> pl.DataFrame:
 
 
 def compute_for_changes(current: pl.DataFrame, compute: Callable[[pl.Series | None], pl.DataFrame],
-                        previous: tuple[pl.DataFrame, pl.DataFrame] | None = None) -> Computed:
-    """The table of every paper of ``current`` (FINGERPRINT_SCHEMA): ``compute(paper_ids)`` gives
-    the rows of those papers (None: of every paper), and is asked only for the papers whose
-    fingerprint differs from ``previous`` (``(fingerprints, rows)`` of an earlier run, both made
-    by this same code; None: compute all); every other paper's rows are taken from there."""
+                        previous: pl.DataFrame | None = None) -> Computed:
+    """The rows of the papers of ``current`` (FINGERPRINT_SCHEMA) that a table computed from
+    ``previous`` (the fingerprints an earlier run of this same code computed its table from;
+    None: none) lacks: ``compute(paper_ids)`` gives the rows of those papers (None: of every
+    paper), and is asked only for the papers whose fingerprint differs. The previous table's rows
+    of every other paper (``Computed.taken``) and these make the table of every paper."""
     if previous is None:
         return Computed(compute(None), current, 0, current.height)
-    earlier, rows = previous
-    same = current.join(earlier, on=["paper_id", "fp_a", "fp_b"], how="semi").select("paper_id")
+    same = current.join(previous, on=["paper_id", "fp_a", "fp_b"], how="semi").select("paper_id")
     todo = current.join(same, on="paper_id", how="anti", maintain_order="left")["paper_id"]
     fresh = compute(todo)
     if fresh.filter(pl.col("paper_id").is_in(same["paper_id"].implode())).height:
         raise RuntimeError("computing some papers gave rows of papers it was not given")
-    kept = rows.join(same, on="paper_id", how="semi", maintain_order="left")
-    merged = pl.concat([kept, fresh.cast(kept.schema)]).sort("paper_id", maintain_order=True)
-    return Computed(merged, current, same.height, todo.len(), same["paper_id"])
+    return Computed(fresh, current, same.height, todo.len(), same["paper_id"])
