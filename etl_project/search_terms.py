@@ -179,14 +179,15 @@ class StagedTerms:
     parts_written: int
 
 
-def stage_terms(papers: pl.LazyFrame, paper_names: pl.LazyFrame, folder: Path, sidecar: Path, build: str,
+def stage_terms(papers: pl.LazyFrame | Path, paper_names: pl.LazyFrame, folder: Path, sidecar: Path, build: str,
                 previous: tuple[Path, Path] | None = None, temp_directory: Path | None = None,
                 variants: Variants = NO_VARIANTS, plain: pl.DataFrame | None = None) -> StagedTerms:
-    """``paper_terms`` of the papers of ``papers`` and ``paper_names`` (scans of their tables)
-    and of their ``variants`` staged into ``folder``, a folder of Parquet parts (each sorted by
-    paper_id and term), and each paper's fingerprint and part into the file ``sidecar``. Only the
-    papers worked out are read whole (their plain text, their variants' texts); ``plain`` is as
-    ``fingerprints`` takes it.
+    """``paper_terms`` of the papers of ``papers`` and ``paper_names`` (scans of their tables;
+    papers may be its staged table, whose parts holding the papers worked out are all that is
+    read of it: stage.rows_of) and of their ``variants`` staged into ``folder``, a folder of
+    Parquet parts (each sorted by paper_id and term), and each paper's fingerprint and part into
+    the file ``sidecar``. Only the papers worked out are read whole (their plain text, their
+    variants' texts); ``plain`` is as ``fingerprints`` takes it.
 
     ``previous`` is the previous table's folder and fingerprints, by the same ``build``: a paper
     whose fingerprint did not change keeps its rows, only the others are worked out. A previous
@@ -196,7 +197,7 @@ def stage_terms(papers: pl.LazyFrame, paper_names: pl.LazyFrame, folder: Path, s
     shutil.rmtree(folder, ignore_errors=True)  # a retried step's parts
     folder.mkdir(parents=True)
     paper_names = paper_names.select(NAME_COLUMNS).collect()
-    current = fingerprints(papers, paper_names, variants, plain)
+    current = fingerprints(pl.scan_parquet(papers) if isinstance(papers, Path) else papers, paper_names, variants, plain)
     placed = pl.DataFrame(schema={"paper_id": pl.String, "part": pl.String})  # where each paper's rows are
     linked = written = 0
     if previous is not None:
@@ -216,7 +217,8 @@ def stage_terms(papers: pl.LazyFrame, paper_names: pl.LazyFrame, folder: Path, s
             written += 1
         placed = placed.with_columns(pl.col("part").replace(renamed))
     todo = current.join(placed, on="paper_id", how="anti", maintain_order="left")["paper_id"]
-    chosen = papers.filter(pl.col("paper_id").is_in(todo.implode())).select(PAPER_COLUMNS).collect()
+    chosen = (stage.rows_of(papers, "paper_id", todo, *PAPER_COLUMNS) if isinstance(papers, Path)
+              else papers.filter(pl.col("paper_id").is_in(todo.implode())).select(PAPER_COLUMNS).collect())
     with connection(temp_directory) as con:
         new_parts = _write_new_parts(con, chosen, paper_names, variants.read(todo).select(VARIANTS_SCHEMA.keys()), folder)
         merged = _merge_smallest_parts(con, folder)

@@ -338,62 +338,115 @@ class PartsStaged:
     written: int
 
 
+def placement_path(table: Path) -> Path:
+    """Beside a table staged as parts (``stage_parts``): which part holds the rows of each key."""
+    return table.with_name(f"{table.name.removesuffix('.parquet')}.placement.parquet")
+
+
+def placement(table: Path, key: str) -> pl.DataFrame | None:
+    """``(key, part)`` of every key of the table staged as parts in the folder ``table``, each
+    part by its file name, when ``stage_parts`` left that beside it for exactly these parts
+    (None: otherwise, as for a table of an older release or one file)."""
+    path = placement_path(table)
+    if not table.is_dir() or not path.exists():
+        return None
+    placed = pl.read_parquet(path)
+    names, placed_names = {part.name for part in table.glob("*.parquet")}, set(placed["part"].unique())
+    # Every part it names is there, and every other part is empty (the one part of an empty table).
+    if key not in placed.columns or placed_names - names or any(
+            pl.scan_parquet(table / name).select(pl.len()).collect().item() for name in names - placed_names):
+        return None
+    return placed.select(key, "part")
+
+
+def rows_of(table: Path, key: str, keys: pl.Series | None, *columns: str) -> pl.DataFrame:
+    """``columns`` of the rows of the staged ``table`` (a file, or a folder of parts) whose
+    ``key`` is in ``keys`` (None: every row), in the table's order; of a table staged as parts,
+    only the parts that hold them are read, by its placement."""
+    if keys is None:
+        return pl.scan_parquet(table).select(columns).collect()
+    placed = placement(table, key)
+    if placed is None:
+        return pl.scan_parquet(table).filter(pl.col(key).is_in(keys.implode())).select(columns).collect()
+    names = placed.filter(pl.col(key).is_in(keys.implode()))["part"].unique().sort().to_list()
+    if not names:  # the columns, from any one part
+        return pl.scan_parquet(table / placed["part"][0] if placed.height else table).select(columns).clear().collect()
+    return pl.scan_parquet([table / name for name in names]).filter(pl.col(key).is_in(keys.implode())).select(columns).collect()
+
+
 def stage_parts(folder: Path, before: Path | None, key: str, kept: pl.Series, fresh: pl.DataFrame,
-                rows_per_part: int, max_parts: int) -> PartsStaged:
+                rows_per_part: int, max_parts: int, placed: Path | None = None) -> PartsStaged:
     """A table staged in ``folder`` as Parquet parts: the rows of ``before`` (a staged table,
     one file or a folder of parts; None: none) whose ``key`` is in ``kept``, then ``fresh``, all
     of ``fresh``'s columns. A part of ``before`` whose rows all stay is hard-linked, never
-    decoded (only its key column is read); one that keeps some is rewritten without the others,
-    streamed; ``fresh`` goes to new parts of ``rows_per_part`` rows, in order. So a run that
-    changes a few rows writes those and the parts they leave, not the table. Beyond ``max_parts``
-    parts, the smallest are merged into one, so a run's few fresh rows do not make a part each
-    forever. The table's rows have no order (ORDER BY when it matters)."""
+    decoded; one that keeps some is rewritten without the others, streamed; ``fresh`` goes to
+    new parts of ``rows_per_part`` rows, in order. So a run that changes a few rows writes those
+    and the parts they leave, not the table. Beyond ``max_parts`` parts, the smallest are merged
+    into one, so a run's few fresh rows do not make a part each forever. The table's rows have
+    no order (ORDER BY when it matters).
+
+    Which part holds each key is staged at ``placed`` (default: placement_path(folder); give
+    the table's final name when ``folder`` is moved there later): the next run reads that
+    instead of every part's keys, and ``rows_of`` reads only the parts it needs."""
     shutil.rmtree(folder, ignore_errors=True)  # a retried step's parts
     folder.mkdir(parents=True)
-    linked = rewritten = 0
-    parts = [] if before is None or kept.is_empty() else sorted(before.glob("*.parquet")) if before.is_dir() else [before]
-    held = pl.concat([pl.read_parquet(path, columns=[key]).with_columns(part=pl.lit(number, pl.UInt32))
-                      for number, path in enumerate(parts)] or [pl.DataFrame(schema={key: fresh.schema[key], "part": pl.UInt32})])
+    key_type = fresh.schema[key]
+    held = pl.DataFrame(schema={key: key_type, "part": pl.String})
+    parts: dict[str, Path] = {}
+    if before is not None and not kept.is_empty():
+        parts = {path.name: path for path in (sorted(before.glob("*.parquet")) if before.is_dir() else [before])}
+        found = placement(before, key)
+        held = found.cast({key: key_type}) if found is not None else pl.concat(
+            [held, *(pl.read_parquet(path, columns=[key]).cast(key_type).with_columns(part=pl.lit(name))
+                     for name, path in parts.items())])
     # What each part loses (few rows, against all it keeps), by one lookup of every key.
-    losing = held.with_columns(stays=pl.col(key).is_in(kept.implode())).group_by("part").agg(
-        all_go=~pl.col("stays").any(), gone=pl.col(key).filter(~pl.col("stays")))
-    for number, all_go, gone in losing.sort("part").iter_rows():
-        part = parts[number]
+    held = held.with_columns(stays=pl.col(key).is_in(kept.implode()))
+    losing = held.group_by("part").agg(all_go=~pl.col("stays").any(), gone=pl.col(key).filter(~pl.col("stays")))
+    linked = rewritten = 0
+    renamed: dict[str, str] = {}
+    for name, all_go, gone in losing.sort("part").iter_rows():
         if all_go:
             continue
-        if not gone and pl.read_parquet_schema(part) == fresh.schema:
-            link_or_copy(part, folder / part.name)
+        if not gone and pl.read_parquet_schema(parts[name]) == fresh.schema:
+            link_or_copy(parts[name], folder / name)
             linked += 1
         else:
-            write(pl.scan_parquet(part).filter(~pl.col(key).is_in(pl.Series(gone, dtype=fresh.schema[key]).implode()))
-                  .select(fresh.columns).cast(fresh.schema), folder / f"{new_batch_id()}.parquet")
+            renamed[name] = f"{new_batch_id()}.parquet"
+            write(pl.scan_parquet(parts[name]).filter(~pl.col(key).is_in(pl.Series(gone, dtype=key_type).implode()))
+                  .select(fresh.columns).cast(fresh.schema), folder / renamed[name])
             rewritten += 1
     prefix = new_batch_id()
     starts = range(0, fresh.height, rows_per_part)
+    fresh_parts = [pl.DataFrame(schema={key: key_type, "part": pl.String})]
     for number, start in enumerate(starts):
-        write(fresh.slice(start, rows_per_part), folder / f"{prefix}-{number:05d}.parquet")
+        name = f"{prefix}-{number:05d}.parquet"
+        write(fresh.slice(start, rows_per_part), folder / name)
+        fresh_parts.append(fresh.slice(start, rows_per_part).select(key).unique(maintain_order=True).with_columns(part=pl.lit(name)))
     merged = _merge_smallest(folder, rows_per_part, max_parts)
     if not any(folder.glob("*.parquet")):  # an empty table is still a table, with its columns
         write(fresh.clear(), folder / f"{prefix}.parquet")
-    return PartsStaged(linked, rewritten, len(starts) + merged)
+    now = pl.concat([held.filter("stays").select(key, "part").with_columns(pl.col("part").replace(renamed)), *fresh_parts])
+    write(now.with_columns(pl.col("part").replace(merged)), placed or placement_path(folder))
+    return PartsStaged(linked, rewritten, len(starts) + bool(merged))
 
 
-def _merge_smallest(folder: Path, rows_per_part: int, max_parts: int) -> int:
+def _merge_smallest(folder: Path, rows_per_part: int, max_parts: int) -> dict[str, str]:
     """Beyond ``max_parts`` parts in ``folder``, the smallest ones holding at most
     ``rows_per_part`` rows together as one new part (never a part larger than a fresh one: a big
-    table has more parts instead); returns how many parts were written (0 or 1)."""
+    table has more parts instead); returns the new part's name by the name of each it merged."""
     parts = sorted(folder.glob("*.parquet"))
     if len(parts) <= max_parts:
-        return 0
+        return {}
     rows = pl.DataFrame({"part": range(len(parts)), "rows": [pl.scan_parquet(path).select(pl.len()).collect().item() for path in parts]})
     chosen = rows.sort("rows", "part").filter(pl.col("rows").cum_sum() <= rows_per_part)["part"].sort()
     if chosen.len() < 2:
-        return 0
+        return {}
     smallest = [parts[number] for number in chosen]
-    write(pl.concat([pl.scan_parquet(path) for path in smallest]), folder / f"{new_batch_id()}.parquet")
+    name = f"{new_batch_id()}.parquet"
+    write(pl.concat([pl.scan_parquet(path) for path in smallest]), folder / name)
     for path in smallest:
         path.unlink()
-    return 1
+    return {path.name: name for path in smallest}
 
 
 def link_or_copy(source: Path, target: Path) -> None:

@@ -63,3 +63,40 @@ def test_a_part_of_other_columns_is_rewritten_to_the_fresh_rows_columns(tmp_path
     staged = stage.stage_parts(tmp_path / "new", tmp_path / "old.parquet", "paper_id", pl.Series(["a"]), rows("b"), 2, 8)
     assert staged == stage.PartsStaged(linked=0, rewritten=1, written=1)
     assert_frame_equal(read(tmp_path / "new"), rows("a", "b"))
+
+
+def test_the_placement_says_which_part_holds_each_key_and_rows_of_reads_only_those(tmp_path: Path):
+    table = pl.DataFrame({"paper_id": list("aabbbc"), "text": [f"row {n}" for n in range(6)]})  # several rows per key
+    stage.stage_parts(tmp_path / "1", None, "paper_id", pl.Series([], dtype=pl.String), table, 2, 8)
+    placed = stage.placement(tmp_path / "1", "paper_id")
+    # Fresh parts of 2 rows: b's rows lie in two of them, and both are named.
+    assert placed.group_by("paper_id").len().sort("paper_id").rows() == [("a", 1), ("b", 2), ("c", 1)]
+    for paper_id, part in placed.rows():
+        assert paper_id in pl.read_parquet(tmp_path / "1" / part)["paper_id"].to_list()
+    assert_frame_equal(stage.rows_of(tmp_path / "1", "paper_id", pl.Series(["b"]), "text"),
+                       table.filter(pl.col("paper_id") == "b").select("text"))
+    assert stage.rows_of(tmp_path / "1", "paper_id", pl.Series(["x"]), "text").schema == {"text": pl.String}
+    # Only the parts holding the keys asked for are read: another part may be anything.
+    [a_part] = placed.filter(pl.col("paper_id") == "a")["part"].to_list()
+    (tmp_path / "1" / a_part).unlink()
+    (tmp_path / "1" / a_part).write_bytes(b"not parquet")
+    assert stage.rows_of(tmp_path / "1", "paper_id", pl.Series(["c"]), "text")["text"].to_list() == ["row 5"]
+
+
+def test_the_next_run_takes_the_keys_from_the_placement_and_a_stale_one_is_not_used(tmp_path: Path):
+    stage.stage_parts(tmp_path / "1", None, "paper_id", pl.Series([], dtype=pl.String), rows(*"abcd"), 2, 8)
+    # A placement that names b in a's part: the next run drops that part's rows with b's.
+    placed = stage.placement(tmp_path / "1", "paper_id")
+    a_part = placed.filter(pl.col("paper_id") == "a")["part"].item()
+    placed.with_columns(part=pl.when(pl.col("paper_id") == "b").then(pl.lit(a_part)).otherwise("part")).write_parquet(
+        stage.placement_path(tmp_path / "1"))
+    assert stage.placement(tmp_path / "1", "paper_id") is not None  # every part it names is there
+    staged = stage.stage_parts(tmp_path / "2", tmp_path / "1", "paper_id", pl.Series(list("acd")), rows(), 2, 8)
+    assert staged.rewritten == 1  # a's part, told it loses b, is rewritten; the placement was read, not the parts
+    # A placement that names a part the folder lacks is not used: the parts' keys are read instead.
+    placed.with_columns(part=pl.lit("gone.parquet")).write_parquet(stage.placement_path(tmp_path / "1"))
+    assert stage.placement(tmp_path / "1", "paper_id") is None
+    staged = stage.stage_parts(tmp_path / "3", tmp_path / "1", "paper_id", pl.Series(list("acd")), rows(), 2, 8)
+    assert staged == stage.PartsStaged(linked=1, rewritten=1, written=0)
+    assert_frame_equal(read(tmp_path / "3"), rows(*"acd"))
+    assert_frame_equal(stage.placement(tmp_path / "3", "paper_id").sort("paper_id").select("paper_id"), rows(*"acd").select("paper_id"))

@@ -177,7 +177,7 @@ def deduplicated(context: dg.AssetExecutionContext, etl: EtlSettings, records: p
     dedup_memo.write_variants(out.parent, done.variants, reuse.text_fingerprints(done.variants))
     folder = out.with_name(f"{out.name}.partial")  # a folder of parts, moved into place by the IO manager
     parts = stage.stage_parts(folder, previous if memo else None, "paper_id", done.kept, done.fresh,
-                              dedup.PART_PAPERS, dedup.MAX_PARTS)
+                              dedup.PART_PAPERS, dedup.MAX_PARTS, stage.placement_path(out))
     # Its checks validate the papers whose rows changed, when the rows kept met them all before.
     passed = memo is not None and background.passed_before(previous, "papers", build, previous)
     stage.write_scope(out, build, out, done.kept if passed else None)

@@ -67,7 +67,7 @@ def computed_for_changes(context: dg.AssetExecutionContext, etl: EtlSettings, bu
     folder = rows.with_name(f"{rows.name}.partial")
     taken = pl.Series("paper_id", [], pl.String) if computed.taken is None else computed.taken
     parts = stage.stage_parts(folder, None if found is None else found[0], "paper_id", taken, computed.fresh,
-                              PART_ROWS, MAX_PARTS)
+                              PART_ROWS, MAX_PARTS, stage.placement_path(rows))
     # Its checks validate only the rows not taken over, when those taken over met them all.
     passed = found is not None and computed.taken is not None and _passed_checks(*found, asset, build)
     stage.write_scope(rows, build, papers, computed.taken if passed else None)
@@ -122,11 +122,9 @@ def _text_fingerprints(papers: Path, build: str, text: str) -> pl.DataFrame:
 
 
 def _papers_of(papers: Path, paper_ids: pl.Series | None, *columns: str) -> pl.DataFrame:
-    """``columns`` of the papers ``paper_ids`` (None: all), in the table's order."""
-    scan = pl.scan_parquet(papers)
-    if paper_ids is not None:
-        scan = scan.filter(pl.col("paper_id").is_in(paper_ids.implode()))
-    return scan.select(*columns).collect()
+    """``columns`` of the papers ``paper_ids`` (None: all), in the table's order, read from the
+    parts that hold them (stage.rows_of)."""
+    return stage.rows_of(papers, "paper_id", paper_ids, *columns)
 
 
 def _share(part: int, whole: int) -> float:
@@ -228,7 +226,7 @@ def paper_terms(context: dg.AssetExecutionContext, etl: EtlSettings, papers: Pat
     variants = search_terms.Variants(hashes.filter(~first).select("paper_id", "hash_a", "hash_b"),
                                      lambda paper_ids: search_terms.variants_of(texts(paper_ids)),
                                      reuse.pick(fingerprints, "variants"))
-    staged = search_terms.stage_terms(pl.scan_parquet(papers), pl.scan_parquet(paper_names), folder, fingerprints_file,
+    staged = search_terms.stage_terms(papers, pl.scan_parquet(paper_names), folder, fingerprints_file,
                                       build, previous, etl.warehouse / stage.STAGE / "duckdb_tmp", variants,
                                       _text_fingerprints(papers, build, "abstract_plain"))
     return dg.Output(
