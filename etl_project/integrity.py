@@ -17,35 +17,35 @@ import polars as pl
 
 def cross_table_problems(tables: Mapping[str, pl.DataFrame | pl.LazyFrame]) -> list[str]:
     """What does not line up between the tables about to be published; empty when all is well.
-    Reads only the id columns (scans are not loaded whole)."""
+    Reads only the id columns, each once (scans are not loaded whole)."""
 
-    def column(table: str, name: str) -> pl.Series:
-        return tables[table].lazy().select(name).collect().to_series()
+    def read(table: str, *columns: str) -> pl.DataFrame:
+        return tables[table].lazy().select(columns).collect()
 
+    files = read("source_files", "source_file", "record_count")
+    raw = read("raw_records", "record_id", "source_file", "ordinal")
+    records, occurrences, papers = read("records", "record_id"), read("paper_occurrences", "record_id", "paper_id"), read("papers", "paper_id")
     problems = []
-    for table, key in (("source_files", ["source_file"]), ("raw_records", ["record_id"]),
-                       ("raw_records", ["source_file", "ordinal"]), ("records", ["record_id"]), ("papers", ["paper_id"])):
-        repeated = tables[table].lazy().select(key).filter(pl.struct(key).is_duplicated()).unique(maintain_order=True).head(4).collect()
+    for table, frame, key in (("source_files", files, ["source_file"]), ("raw_records", raw, ["record_id"]),
+                              ("raw_records", raw, ["source_file", "ordinal"]), ("records", records, ["record_id"]),
+                              ("papers", papers, ["paper_id"])):
+        keys = frame.select(key)
+        repeated = keys.filter(keys.is_duplicated()).unique(maintain_order=True).head(4)
         if repeated.height:
             problems.append(f"{table} repeats {', '.join(key)}: {_sample(repeated.select(pl.concat_str(key, separator=':')).to_series())}")
-    files = tables["source_files"].lazy().select("source_file", "record_count")
-    per_file = tables["raw_records"].lazy().group_by("source_file").agg(found=pl.len())
+    per_file = raw.group_by("source_file").agg(found=pl.len())
     mismatch = files.join(per_file, on="source_file", how="full", coalesce=True).filter(
         pl.col("record_count").fill_null(-1) != pl.col("found").fill_null(0)
-    ).collect()
+    )
     if mismatch.height:
         problems.append(f"raw_records disagree with source_files for {_sample(mismatch['source_file'])}")
-    record_ids = column("raw_records", "record_id")
-    for name in ("records", "paper_occurrences"):
-        if _differ(record_ids, column(name, "record_id")):
+    for name, frame in (("records", records), ("paper_occurrences", occurrences)):
+        if _differ(raw["record_id"], frame["record_id"]):
             problems.append(f"{name} does not hold exactly the raw records' record_ids")
-    if _differ(column("papers", "paper_id"), column("paper_occurrences", "paper_id")):
+    if _differ(papers["paper_id"], occurrences["paper_id"]):
         problems.append("paper_occurrences and papers disagree on the set of paper_ids")
     if "paper_terms" in tables:
-        stray = (
-            tables["paper_terms"].lazy().select("paper_id").unique()
-            .join(tables["papers"].lazy().select("paper_id"), on="paper_id", how="anti").head(4).collect()
-        )
+        stray = tables["paper_terms"].lazy().select("paper_id").unique().join(papers.lazy(), on="paper_id", how="anti").head(4).collect()
         if stray.height:
             problems.append(f"paper_terms holds papers that papers does not: {_sample(stray['paper_id'])}")
     return problems
