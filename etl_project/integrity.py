@@ -45,8 +45,9 @@ def cross_table_problems(tables: Mapping[str, pl.DataFrame | pl.LazyFrame]) -> l
     if _differ(papers["paper_id"], occurrences["paper_id"]):
         problems.append("paper_occurrences and papers disagree on the set of paper_ids")
     if "paper_terms" in tables:
-        # Each paper's terms are consecutive rows (a part is sorted by paper_id): its runs hold
-        # every paper_id at least once, found in one pass over 45M rows where unique() hashes them all.
+        # The runs of equal paper_ids hold each paper_id at least once, whatever the order; as a
+        # part is sorted by paper_id, there are about as many runs as papers: one pass over 45M
+        # rows, where unique() would hash them all.
         runs = tables["paper_terms"].lazy().select(pl.col("paper_id").rle().struct.field("value").alias("paper_id"))
         stray = runs.join(papers.lazy(), on="paper_id", how="anti").unique(maintain_order=True).head(4).collect()
         if stray.height:

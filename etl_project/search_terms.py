@@ -95,7 +95,8 @@ class Variants:
     fingerprints: pl.DataFrame | None = None
 
     def combined(self) -> pl.DataFrame:
-        """``(paper_id, fp_a, fp_b)`` of each paper's variants, in hash order."""
+        """``(paper_id, fp_a, fp_b)`` of each paper's variants, in hash order (a paper without
+        any has no row, or nulls: either way its fingerprint has no variants' part)."""
         if self.fingerprints is not None:
             return self.fingerprints
         return reuse.combine(self.hashes.sort("paper_id", "hash_a", "hash_b"))

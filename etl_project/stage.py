@@ -9,8 +9,9 @@
   and parse version): a changed file's old rows
   stay in their batch, unread, until no manifest kept points at that batch any more;
 - every other asset's value is written per run, ``.stage/runs/<run_id>/<asset>.parquet`` (for the
-  landing tables a folder of parts linked from the batches, see stage_landing_tables; for papers
-  and paper_terms a folder of parts linked from the previous run's where unchanged): a run reads
+  landing tables a folder of parts linked from the batches, see stage_landing_tables; for papers,
+  the enrichment tables and paper_terms a folder of parts linked from the previous run's where
+  unchanged, see stage_parts): a run reads
   what it produced itself (or, for an asset it does not produce, its latest materialization), so
   two runs taking turns step by step never read each other's half-finished work.
 Every write goes to a temporary name first and is renamed into place, so a reader (or a run
@@ -346,7 +347,9 @@ def placement_path(table: Path) -> Path:
 def placement(table: Path, key: str) -> pl.DataFrame | None:
     """``(key, part)`` of every key of the table staged as parts in the folder ``table``, each
     part by its file name, when ``stage_parts`` left that beside it for exactly these parts
-    (None: otherwise, as for a table of an older release or one file)."""
+    (None: otherwise, as for a table of an older release or one file). What makes a placement
+    that names only parts the folder holds right: a part's name is never given to other bytes
+    (every part written gets a new batch id; a linked part keeps its name and bytes)."""
     path = placement_path(table)
     if not table.is_dir() or not path.exists():
         return None
@@ -379,7 +382,8 @@ def stage_parts(folder: Path, before: Path | None, key: str, kept: pl.Series, fr
     """A table staged in ``folder`` as Parquet parts: the rows of ``before`` (a staged table,
     one file or a folder of parts; None: none) whose ``key`` is in ``kept``, then ``fresh``, all
     of ``fresh``'s columns. A part of ``before`` whose rows all stay is hard-linked, never
-    decoded; one that keeps some is rewritten without the others, streamed; ``fresh`` goes to
+    decoded (at most its key column is read, when ``before`` has no placement); one that keeps
+    some is rewritten without the others, streamed; ``fresh`` goes to
     new parts of ``rows_per_part`` rows, in order. So a run that changes a few rows writes those
     and the parts they leave, not the table. Beyond ``max_parts`` parts, the smallest are merged
     into one, so a run's few fresh rows do not make a part each forever. The table's rows have
@@ -397,7 +401,7 @@ def stage_parts(folder: Path, before: Path | None, key: str, kept: pl.Series, fr
         parts = {path.name: path for path in (sorted(before.glob("*.parquet")) if before.is_dir() else [before])}
         found = placement(before, key)
         held = found.cast({key: key_type}) if found is not None else pl.concat(
-            [held, *(pl.read_parquet(path, columns=[key]).cast(key_type).with_columns(part=pl.lit(name))
+            [held, *(pl.read_parquet(path, columns=[key]).cast(key_type).unique().with_columns(part=pl.lit(name))
                      for name, path in parts.items())])
     # What each part loses (few rows, against all it keeps), by one lookup of every key.
     held = held.with_columns(stays=pl.col(key).is_in(kept.implode()))
@@ -426,7 +430,9 @@ def stage_parts(folder: Path, before: Path | None, key: str, kept: pl.Series, fr
     if not any(folder.glob("*.parquet")):  # an empty table is still a table, with its columns
         write(fresh.clear(), folder / f"{prefix}.parquet")
     now = pl.concat([held.filter("stays").select(key, "part").with_columns(pl.col("part").replace(renamed)), *fresh_parts])
-    write(now.with_columns(pl.col("part").replace(merged)), placed or placement_path(folder))
+    if merged:  # a key whose rows lay in two of the parts merged: one row
+        now = now.with_columns(pl.col("part").replace(merged)).unique(maintain_order=True)
+    write(now, placed or placement_path(folder))
     return PartsStaged(linked, rewritten, len(starts) + bool(merged))
 
 

@@ -1,10 +1,14 @@
 """Enrichment computed only for papers whose texts changed equals computing every paper."""
 
+import tempfile
+from pathlib import Path
+
 import polars as pl
 import pytest
 from hypothesis import given, settings, strategies as st
 from polars.testing import assert_frame_equal
 
+from etl_project import stage
 from etl_project.enrich import links, names, reuse, topics
 
 TEXTS = [
@@ -25,17 +29,24 @@ def frame(rows: list[tuple[str, str]]) -> pl.DataFrame:
 
 def compute_changed(inputs: pl.DataFrame, compute, previous=None) -> tuple[reuse.Computed, pl.DataFrame]:
     """``compute(inputs)`` through reuse: the texts fingerprinted, and only the changed papers' rows
-    given to ``compute``; with the table they make with the ``previous`` ``(fingerprints, table)``
-    rows taken over (what stage.stage_parts keeps), in paper_id order."""
+    given to ``compute``; with the table they make with the ``previous`` ``(fingerprints, table)``,
+    staged as the enrichment steps stage it (stage.stage_parts, in parts of two rows: a paper's
+    rows may lie in two), read back in paper_id order."""
     def compute_for(paper_ids: pl.Series | None) -> pl.DataFrame:
         return compute(inputs if paper_ids is None else inputs.filter(pl.col("paper_id").is_in(paper_ids.implode())))
 
     computed = reuse.compute_for_changes(reuse.fingerprints(inputs, "abstract"), compute_for,
                                          None if previous is None else previous[0])
-    if computed.taken is None:
-        return computed, computed.fresh
-    taken = previous[1].filter(pl.col("paper_id").is_in(computed.taken.implode()))
-    return computed, pl.concat([taken, computed.fresh.cast(taken.schema)]).sort("paper_id", maintain_order=True)
+    with tempfile.TemporaryDirectory() as work:
+        before = None
+        if previous is not None:
+            before = Path(work) / "before"
+            stage.stage_parts(before, None, "paper_id", pl.Series([], dtype=pl.String), previous[1], 2, 3)
+        taken = pl.Series([], dtype=pl.String) if computed.taken is None else computed.taken
+        stage.stage_parts(Path(work) / "after", before, "paper_id", taken, computed.fresh, 2, 3)
+        table = pl.read_parquet(Path(work) / "after")
+    order = [column for column in ("paper_id", "link_rank", "name_rank", "topic") if column in table.columns]
+    return computed, table.sort(order)
 
 
 @settings(max_examples=60, deadline=None)

@@ -83,20 +83,23 @@ def test_the_placement_says_which_part_holds_each_key_and_rows_of_reads_only_tho
     assert stage.rows_of(tmp_path / "1", "paper_id", pl.Series(["c"]), "text")["text"].to_list() == ["row 5"]
 
 
-def test_the_next_run_takes_the_keys_from_the_placement_and_a_stale_one_is_not_used(tmp_path: Path):
+def test_the_next_run_takes_the_keys_from_the_placement_and_one_naming_a_missing_part_is_not_used(tmp_path: Path):
     stage.stage_parts(tmp_path / "1", None, "paper_id", pl.Series([], dtype=pl.String), rows(*"abcd"), 2, 8)
-    # A placement that names b in a's part: the next run drops that part's rows with b's.
     placed = stage.placement(tmp_path / "1", "paper_id")
-    a_part = placed.filter(pl.col("paper_id") == "a")["part"].item()
-    placed.with_columns(part=pl.when(pl.col("paper_id") == "b").then(pl.lit(a_part)).otherwise("part")).write_parquet(
+    ab, cd = (placed.filter(pl.col("paper_id") == key)["part"].item() for key in "ac")
+    # A placement that puts b in c's part (never so in a real one: part names are never reused)
+    # shows which the next run reads: it rewrites c's part and links a's, where the parts'
+    # own keys would have it rewrite a's part and link c's.
+    placed.with_columns(part=pl.when(pl.col("paper_id") == "b").then(pl.lit(cd)).otherwise("part")).write_parquet(
         stage.placement_path(tmp_path / "1"))
-    assert stage.placement(tmp_path / "1", "paper_id") is not None  # every part it names is there
-    staged = stage.stage_parts(tmp_path / "2", tmp_path / "1", "paper_id", pl.Series(list("acd")), rows(), 2, 8)
-    assert staged.rewritten == 1  # a's part, told it loses b, is rewritten; the placement was read, not the parts
+    stage.stage_parts(tmp_path / "2", tmp_path / "1", "paper_id", pl.Series(list("acd")), rows(), 2, 8)
+    assert (tmp_path / "2" / ab).stat().st_ino == (tmp_path / "1" / ab).stat().st_ino
+    assert not (tmp_path / "2" / cd).exists()
     # A placement that names a part the folder lacks is not used: the parts' keys are read instead.
     placed.with_columns(part=pl.lit("gone.parquet")).write_parquet(stage.placement_path(tmp_path / "1"))
     assert stage.placement(tmp_path / "1", "paper_id") is None
     staged = stage.stage_parts(tmp_path / "3", tmp_path / "1", "paper_id", pl.Series(list("acd")), rows(), 2, 8)
     assert staged == stage.PartsStaged(linked=1, rewritten=1, written=0)
+    assert (tmp_path / "3" / cd).stat().st_ino == (tmp_path / "1" / cd).stat().st_ino and not (tmp_path / "3" / ab).exists()
     assert_frame_equal(read(tmp_path / "3"), rows(*"acd"))
     assert_frame_equal(stage.placement(tmp_path / "3", "paper_id").sort("paper_id").select("paper_id"), rows(*"acd").select("paper_id"))

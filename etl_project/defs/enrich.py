@@ -2,10 +2,10 @@
 and the search terms search_papers scores.
 
 Each is computed only for the papers whose texts changed since the previous run's table, which
-gives the rest (etl_project/enrich/reuse.py; paper_terms compares fingerprints in DuckDB); a full
-refresh computes every paper again. Texts are told apart by the hashes of every paper's texts
-that the deduplication stages (etl_project.dedup_memo.paper_variants), so each step reads only
-the texts of the papers it computes."""
+gives the rest (etl_project/enrich/reuse.py, etl_project/search_terms.py); a full refresh
+computes every paper again. Texts are told apart by the fingerprints of every paper's texts that
+the deduplication stages (etl_project.dedup_memo.paper_fingerprints), so each step reads only
+the texts of the papers it computes, from the parts of papers that hold them."""
 
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,8 +55,9 @@ def computed_for_changes(context: dg.AssetExecutionContext, etl: EtlSettings, bu
     for the papers whose texts' fingerprints (``current``) differ from those the previous table of
     this asset was computed from, when it was computed by the same code and settings (``build``,
     taken before the asset read its rules or taxonomy: an edit in between then recomputes, never
-    the other way round), staged as parts beside the previous table's; the fingerprints are staged
-    beside it for the next run, with the papers table they were taken from."""
+    the other way round), staged as parts in this run's folder, the previous table's parts
+    linked where they keep all their rows; the fingerprints are staged beside it for the next
+    run, with the papers table they were taken from."""
     asset = context.asset_key.to_user_string()
     found = None if launch.full_refresh(context) else _previous_files(context, etl, asset, build)
     computed = reuse.compute_for_changes(current, compute, None if found is None else

@@ -1,11 +1,11 @@
 """Enrichment that follows what changed.
 
 Each paper's links, names and topics are a function of that paper's own texts and nothing else
-(the rules and the taxonomy aside, which the build fingerprint covers), and every such table is
-sorted by ``paper_id`` first. So a run computes them only for the papers whose texts are new or
-changed, takes every other paper's rows from the previous run's table (staged as parts, which
-keep them where they are: etl_project.stage.stage_parts), and gets the table a full computation
-gives.
+(the rules and the taxonomy aside, which the build fingerprint covers). So a run computes them
+only for the papers whose texts are new or changed, takes every other paper's rows from the
+previous run's table (staged as parts, which keep them where they are:
+etl_project.stage.stage_parts), and gets the rows a full computation gives (a table's rows have
+no order).
 
 A paper's texts are told apart by two independently seeded 64-bit Polars hashes of each text,
 hashed again over the paper's texts in order: stable within one Polars version, which is part of
