@@ -139,8 +139,8 @@ def _prepare(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _parts(table_rows: pl.DataFrame | pl.LazyFrame | Path) -> list[pl.DataFrame | pl.LazyFrame | Path]:
-    """A table handed over as a folder of Parquet parts (the landing tables, papers, paper_terms) is each
-    of its parts, in order; anything else is one part."""
+    """A table handed over as a folder of Parquet parts (the landing tables, papers, the
+    enrichment tables, paper_terms) is each of its parts, in order; anything else is one part."""
     if isinstance(table_rows, Path) and table_rows.is_dir():
         return sorted(table_rows.glob("*.parquet"))
     return [table_rows]
