@@ -383,11 +383,11 @@ def stage_parts(folder: Path, before: Path | None, key: str, kept: pl.Series, fr
     one file or a folder of parts; None: none) whose ``key`` is in ``kept``, then ``fresh``, all
     of ``fresh``'s columns. A part of ``before`` whose rows all stay is hard-linked, never
     decoded (at most its key column is read, when ``before`` has no placement); one that keeps
-    some is rewritten without the others, streamed; ``fresh`` goes to
-    new parts of ``rows_per_part`` rows, in order. So a run that changes a few rows writes those
-    and the parts they leave, not the table. Beyond ``max_parts`` parts, the smallest are merged
-    into one, so a run's few fresh rows do not make a part each forever. The table's rows have
-    no order (ORDER BY when it matters).
+    some is rewritten without the others, streamed; ``fresh`` goes to new parts of
+    ``rows_per_part`` rows, in order. So a run that changes a few rows writes those and the
+    parts they leave, not the table. Beyond ``max_parts`` parts, the smallest are merged into
+    one, so a run's few fresh rows do not make a part each forever. The table's rows have no
+    order (ORDER BY when it matters).
 
     Which part holds each key is staged at ``placed`` (default: placement_path(folder); give
     the table's final name when ``folder`` is moved there later): the next run reads that
@@ -423,9 +423,9 @@ def stage_parts(folder: Path, before: Path | None, key: str, kept: pl.Series, fr
     starts = range(0, fresh.height, rows_per_part)
     fresh_parts = [pl.DataFrame(schema={key: key_type, "part": pl.String})]
     for number, start in enumerate(starts):
-        name = f"{prefix}-{number:05d}.parquet"
-        write(fresh.slice(start, rows_per_part), folder / name)
-        fresh_parts.append(fresh.slice(start, rows_per_part).select(key).unique(maintain_order=True).with_columns(part=pl.lit(name)))
+        name, rows = f"{prefix}-{number:05d}.parquet", fresh.slice(start, rows_per_part)
+        write(rows, folder / name)
+        fresh_parts.append(rows.select(key).unique(maintain_order=True).with_columns(part=pl.lit(name)))
     merged = _merge_smallest(folder, rows_per_part, max_parts)
     if not any(folder.glob("*.parquet")):  # an empty table is still a table, with its columns
         write(fresh.clear(), folder / f"{prefix}.parquet")
