@@ -345,8 +345,9 @@ def difference_excerpt(canonical: str, member: str, context: int = 5, max_change
 def variant_hashes(occurrences: pl.DataFrame | pl.LazyFrame, text_hashes: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """``(paper_id, record_id, hash_a, hash_b)`` of every distinct text of every paper, in the
     order of ``variant_texts``, without reading a text: ``text_hashes`` holds each record's
-    (``record_id``, ``text_hash`` of its text), as the dedup memo's keys keep them. The canonical record is its paper's first by (source_file, ordinal), so one order serves
-    both: canonical records first (the papers' own order), then every other record."""
+    (``record_id``, ``text_hash`` of its text), as the dedup memo's keys keep them. The canonical
+    record is its paper's first by (source_file, ordinal), so one order serves both: canonical
+    records first (the papers' own order), then every other record."""
     occurrences = occurrences.lazy().select(
         "paper_id", "record_id", "source_file", "ordinal", other=pl.col("match_kind") != "canonical"
     )

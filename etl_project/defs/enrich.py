@@ -122,12 +122,6 @@ def _text_fingerprints(papers: Path, build: str, text: str) -> pl.DataFrame:
     return reuse.fingerprints(pl.scan_parquet(papers).select("paper_id", text), text)
 
 
-def _papers_of(papers: Path, paper_ids: pl.Series | None, *columns: str) -> pl.DataFrame:
-    """``columns`` of the papers ``paper_ids`` (None: all), in the table's order, read from the
-    parts that hold them (stage.rows_of)."""
-    return stage.rows_of(papers, "paper_id", paper_ids, *columns)
-
-
 def _share(part: int, whole: int) -> float:
     return round(part / whole, 4) if whole else 0.0
 
@@ -165,7 +159,7 @@ def paper_names(context: dg.AssetExecutionContext, etl: EtlSettings, papers: Pat
     Precision first: papers that introduce no name have no row. Rules: etl_project/enrich/names.py."""
     build = etl.build_fingerprint()
     enriched = computed_for_changes(context, etl, build, papers, _text_fingerprints(papers, build, "abstract"),
-                                    lambda paper_ids: names.extract_names(_papers_of(papers, paper_ids, "paper_id", "abstract")))
+                                    lambda paper_ids: names.extract_names(stage.rows_of(papers, "paper_id", paper_ids, "paper_id", "abstract")))
     frame = enriched.table().select("paper_id", "pattern").collect()
     named = frame["paper_id"].n_unique()
     return dg.Output(
@@ -191,7 +185,7 @@ def paper_topics(context: dg.AssetExecutionContext, etl: EtlSettings, papers: Pa
     taxonomy = topics.load_taxonomy()
     enriched = computed_for_changes(
         context, etl, build, papers, _text_fingerprints(papers, build, "abstract_plain"),
-        lambda paper_ids: topics.tag_topics(_papers_of(papers, paper_ids, "paper_id", "abstract_plain"), taxonomy))
+        lambda paper_ids: topics.tag_topics(stage.rows_of(papers, "paper_id", paper_ids, "paper_id", "abstract_plain"), taxonomy))
     frame = enriched.table().select("paper_id", "topic", "label").collect()
     counts = frame.group_by("topic", "label").agg(papers=pl.col("paper_id").n_unique()).sort("papers", "topic", descending=[True, False])
     return dg.Output(

@@ -53,8 +53,9 @@ def validated_paths(check: SuiteCheck, paths: dict[str, Path], build: str | None
     """The files ``check`` validates: for a check of the landing rows not yet validated
     (SuiteCheck.delta), each staged table's delta that this ``build`` chose beside it; for a
     per-paper check (SuiteCheck.per_paper), the tables and, as ``SCOPE``, the papers whose rows it
-    took over, which this ``build`` wrote beside the checked table; the tables themselves when there is none
-    (staged by other code or settings, which may validate otherwise) or no build is given."""
+    took over, which this ``build`` wrote beside the checked table; the tables themselves when
+    there is none (staged by other code or settings, which may validate otherwise) or no build is
+    given."""
     if build is None:
         return paths
     if check.per_paper:
