@@ -187,7 +187,7 @@ def deduplicate_with_memo(records: pl.DataFrame | pl.LazyFrame, near: NearConfig
     papers = changes.fresh.lazy()
     if changes.kept.len():
         papers = pl.concat([memo.papers.filter(pl.col("paper_id").is_in(changes.kept.implode())).select(changes.fresh.columns), papers])
-    next_memo = Memo(files_now, hashes.select(dedup_memo.KEYS_SCHEMA.keys()), near_result.bands, near_result.pairs,
+    next_memo = Memo(files_now, hashes.select(dedup_memo.KEYS_SCHEMA.keys()).lazy(), near_result.bands, near_result.pairs,
                      near_result.clusters, papers)
     variants = variant_hashes(occurrences, next_memo.keys.select("record_id", hash_a="text_a", hash_b="text_b"))
     return Deduplicated(changes.fresh, changes.kept, occurrences, next_memo, changes.looked_up, near_result.reclustered,

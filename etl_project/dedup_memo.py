@@ -75,27 +75,32 @@ def _bands_schema(config: NearConfig | None) -> dict:
 
 @dataclass(frozen=True)
 class Memo:
+    """A memo read from the stage holds scans of its files, not their rows (a few hundred MB at a
+    million records): each step of a deduplication reads what it looks up, and a memo written
+    from one streams what it keeps of the previous one's files into the next."""
+
     files: pl.DataFrame  # FILES_SCHEMA: the landing files whose records ``keys`` holds
-    keys: pl.DataFrame  # KEYS_SCHEMA
-    bands: pl.DataFrame  # _bands_schema: ``eligible`` false (bands 0) for texts too short to match
-    pairs: pl.DataFrame  # PAIRS_SCHEMA, each pair once: (a_a, a_b) < (b_a, b_b)
-    clusters: pl.DataFrame  # CLUSTERS_SCHEMA, one row per distinct key
+    keys: pl.LazyFrame  # KEYS_SCHEMA
+    bands: pl.LazyFrame  # _bands_schema: ``eligible`` false (bands 0) for texts too short to match
+    pairs: pl.LazyFrame  # PAIRS_SCHEMA, each pair once: (a_a, a_b) < (b_a, b_b)
+    clusters: pl.LazyFrame  # CLUSTERS_SCHEMA, one row per distinct key
     papers: pl.LazyFrame  # the papers the memo was written with (none are looked up unless it has dedup.COLUMNS)
 
     @classmethod
     def empty(cls, config: NearConfig | None) -> "Memo":
         return cls(
-            pl.DataFrame(schema=FILES_SCHEMA), pl.DataFrame(schema=KEYS_SCHEMA),
-            pl.DataFrame(schema=_bands_schema(config)), pl.DataFrame(schema=PAIRS_SCHEMA),
-            pl.DataFrame(schema=CLUSTERS_SCHEMA),
+            pl.DataFrame(schema=FILES_SCHEMA), pl.LazyFrame(schema=KEYS_SCHEMA),
+            pl.LazyFrame(schema=_bands_schema(config)), pl.LazyFrame(schema=PAIRS_SCHEMA),
+            pl.LazyFrame(schema=CLUSTERS_SCHEMA),
             pl.LazyFrame(schema={c: pl.String for c in PAPER_COLUMNS[:-2]} | {"word_count": pl.Int64, "char_count": pl.Int64}),
         )
 
     def write(self, folder: Path, build: str) -> None:
-        """Stage the memo beside the papers it was written with (``papers`` itself is not copied)."""
+        """Stage the memo beside the papers it was written with (``papers`` itself is not copied),
+        each part streamed. ``folder`` is never the previous memo's, which the parts may read."""
         stage.write(pl.DataFrame({"build": [build]}), _path(folder, "build"))
         for part in PARTS[1:]:
-            stage.write(getattr(self, part), _path(folder, part))
+            stage.write(getattr(self, part).lazy(), _path(folder, part))
 
     @classmethod
     def read(cls, papers_file: Path, build: str, config: NearConfig | None) -> "Memo | None":
@@ -105,12 +110,12 @@ class Memo:
             return None
         if pl.read_parquet(_path(folder, "build"))["build"].to_list() != [build]:
             return None
-        bands = pl.read_parquet(_path(folder, "bands"))
-        if bands.schema != pl.Schema(_bands_schema(config)):
+        bands = pl.scan_parquet(_path(folder, "bands"))
+        if bands.collect_schema() != pl.Schema(_bands_schema(config)):
             return None
         return cls(
-            pl.read_parquet(_path(folder, "files")), pl.read_parquet(_path(folder, "keys")), bands,
-            pl.read_parquet(_path(folder, "pairs")), pl.read_parquet(_path(folder, "clusters")),
+            pl.read_parquet(_path(folder, "files")), pl.scan_parquet(_path(folder, "keys")), bands,
+            pl.scan_parquet(_path(folder, "pairs")), pl.scan_parquet(_path(folder, "clusters")),
             pl.scan_parquet(papers_file),
         )
 
@@ -166,7 +171,7 @@ def key_hashes(records: pl.LazyFrame, same: pl.Series, memo: Memo) -> pl.DataFra
         .select("record_id", "source_file", *text_hash("dedup_key"), *text_hash("text", ("text_a", "text_b")))
         .collect(engine="streaming")
     )
-    return pl.concat([memo.keys.filter(pl.col("source_file").is_in(same.implode())), fresh])
+    return pl.concat([memo.keys.filter(pl.col("source_file").is_in(same.implode())).collect(), fresh])
 
 
 class Texts:
@@ -185,24 +190,28 @@ class Texts:
         return self._texts, None
 
 
-def bands_of(hashes: pl.DataFrame, memo: Memo, texts: Texts, config: NearConfig) -> tuple[np.ndarray, np.ndarray, pl.DataFrame]:
+def bands_of(hashes: pl.DataFrame, memo: Memo, texts: Texts, config: NearConfig) -> tuple[np.ndarray, np.ndarray, pl.LazyFrame]:
     """(eligible indices, their band hashes, the bands table for the next memo) of the distinct
-    keys ``hashes`` (hash_a, hash_b, in priority order): looked up, or computed from their text."""
-    known = hashes.join(memo.bands.with_columns(found=pl.lit(True)), on=KEY, how="left", maintain_order="left")
-    missing = np.flatnonzero(known["found"].is_null().to_numpy())
-    eligible = known["eligible"].fill_null(False).to_numpy().copy()
+    keys ``hashes`` (hash_a, hash_b, in priority order): looked up, or computed from their text.
+    The table is the memo's rows of these keys, streamed when it is written, and the computed ones."""
+    found = hashes.select(KEY).with_row_index("row").lazy().join(memo.bands, on=KEY).select("row", "eligible", "bands").collect()
+    rows = found["row"].to_numpy()
+    known, eligible = np.zeros(hashes.height, dtype=bool), np.zeros(hashes.height, dtype=bool)
+    known[rows], eligible[rows] = True, found["eligible"].to_numpy()
     matrix = np.zeros((hashes.height, config.bands), dtype=np.uint64)
-    found = np.flatnonzero(known["found"].is_not_null().to_numpy())
-    if len(found):
-        matrix[found] = known["bands"].gather(found).to_numpy()
+    if found.height:
+        matrix[rows] = found["bands"].to_numpy()
+    del found
+    missing = np.flatnonzero(~known)
     if len(missing):
         read, positions = texts.at(missing)
         local, computed = lsh_bands(read if positions is None else read.gather(positions), config)
         matrix[missing[local]] = computed
         eligible[missing[local]] = True
-    table = hashes.select(KEY).with_columns(
-        eligible=pl.Series(eligible), bands=pl.Series(matrix, dtype=pl.Array(pl.UInt64, config.bands)),
+    computed_rows = hashes.select(KEY)[missing].with_columns(
+        eligible=pl.Series(eligible[missing]), bands=pl.Series(matrix[missing], dtype=pl.Array(pl.UInt64, config.bands)),
     )
+    table = pl.concat([memo.bands.join(hashes.lazy().select(KEY), on=KEY, how="semi"), computed_rows.lazy()])
     rows = np.flatnonzero(eligible)
     return rows, matrix[rows], table
 
@@ -213,7 +222,7 @@ class PairSimilarity:
 
     def __init__(self, hashes: pl.DataFrame, memo: Memo, texts: Texts, config: NearConfig):
         self._a, self._b = hashes["hash_a"].to_numpy(), hashes["hash_b"].to_numpy()
-        self._known, self._texts, self._config = memo.pairs, texts, config
+        self._known, self._texts, self._config = memo.pairs.collect(), texts, config
         self._asked: list[pl.DataFrame] = []
         # Shingle sets of the texts at these rows, kept: the chain guard asks about the texts
         # verification already needed.
@@ -243,6 +252,10 @@ class PairSimilarity:
         """Every pair asked about, for the next memo."""
         return pl.concat([pl.DataFrame(schema=PAIRS_SCHEMA), *self._asked]).unique(PAIR)
 
+    def new_pairs(self) -> pl.DataFrame:
+        """The pairs asked about that the memo lacked."""
+        return self.table().join(self._known, on=PAIR, how="anti")
+
     def factory(self) -> Callable[[np.ndarray], Similarity]:
         return lambda rows: self
 
@@ -250,9 +263,9 @@ class PairSimilarity:
 @dataclass(frozen=True)
 class NearResult:
     merged: pl.DataFrame  # near_dedup.MERGED_SCHEMA: the keys merged into an earlier one
-    bands: pl.DataFrame  # the next memo's parts
-    pairs: pl.DataFrame
-    clusters: pl.DataFrame
+    bands: pl.LazyFrame  # the next memo's parts
+    pairs: pl.LazyFrame
+    clusters: pl.LazyFrame
     reclustered: int  # keys long enough for near matching whose cluster was worked out, not kept
 
 
@@ -277,20 +290,24 @@ def near_clusters(keys: pl.DataFrame, memo: Memo, texts: Texts, config: NearConf
     eligible, bands, band_table = bands_of(hashes, memo, texts, config)
     similarity = PairSimilarity(hashes, memo, texts, config)
     indexed = keys.select(*KEY, "source_file", "ordinal").with_row_index("index")
-    if memo.clusters.is_empty():  # no memo: every key
+    clusters_then = memo.clusters.collect()
+    if clusters_then.is_empty():  # no memo: every key
         found = cluster_candidates(eligible, candidate_pairs(bands, config.max_bucket), similarity.factory(), config)
         clusters = _clusters_table(indexed, found)
-        return NearResult(_merged(clusters, indexed), band_table, similarity.table(), clusters.drop("index"), len(eligible))
-    then = indexed.join(memo.clusters.rename(lambda c: c if c in KEY else f"{c}_then"), on=KEY, how="left",
+        return NearResult(_merged(clusters, indexed), band_table, similarity.table().lazy(), clusters.drop("index").lazy(),
+                          len(eligible))
+    then = indexed.join(clusters_then.rename(lambda c: c if c in KEY else f"{c}_then"), on=KEY, how="left",
                         maintain_order="left")
     changed = (then["component_then"].is_null() | (then["source_file"] != then["source_file_then"])
                | (then["ordinal"] != then["ordinal_then"])).fill_null(True)
-    gone = memo.clusters.join(hashes, on=KEY, how="anti")
+    gone = clusters_then.join(hashes, on=KEY, how="anti").select(KEY)
+    del clusters_then
     # The band values of the changed keys, now, and of the keys that are gone, before.
     touched = bands[changed.gather(eligible).to_numpy()]
-    gone_bands = memo.bands.join(gone.select(KEY), on=KEY, how="semi").filter("eligible")["bands"]
-    if gone_bands.len():
-        touched = np.concatenate([touched, gone_bands.to_numpy()])
+    if gone.height:
+        gone_bands = memo.bands.join(gone.lazy(), on=KEY, how="semi").filter("eligible").select("bands").collect()["bands"]
+        if gone_bands.len():
+            touched = np.concatenate([touched, gone_bands.to_numpy()])
     in_touched = np.zeros(len(eligible), dtype=bool)
     for j in range(bands.shape[1]):
         in_touched |= pl.Series(bands[:, j]).is_in(pl.Series(touched[:, j]).implode()).to_numpy()
@@ -305,13 +322,12 @@ def near_clusters(keys: pl.DataFrame, memo: Memo, texts: Texts, config: NearConf
     worked_out[eligible[reclustered]] = True
     # Changed keys too short for near matching: their own cluster, as they have no memo row.
     clusters = _clusters_table(indexed, found, then, pl.Series(worked_out) | changed)
-    pairs = similarity.table().join(memo.pairs, on=PAIR, how="anti")
     kept = memo.pairs
     if gone.height:  # pairs of keys that are gone are dropped, so the table does not grow forever
-        kept = kept.join(gone.select(a_a="hash_a", a_b="hash_b"), on=["a_a", "a_b"], how="anti").join(
-            gone.select(b_a="hash_a", b_b="hash_b"), on=["b_a", "b_b"], how="anti")
-    return NearResult(_merged(clusters, indexed), band_table, pl.concat([kept, pairs]), clusters.drop("index"),
-                      int(reclustered.sum()))
+        kept = kept.join(gone.lazy().select(a_a="hash_a", a_b="hash_b"), on=["a_a", "a_b"], how="anti").join(
+            gone.lazy().select(b_a="hash_a", b_b="hash_b"), on=["b_a", "b_b"], how="anti")
+    return NearResult(_merged(clusters, indexed), band_table, pl.concat([kept, similarity.new_pairs().lazy()]),
+                      clusters.drop("index").lazy(), int(reclustered.sum()))
 
 
 def _clusters_table(indexed: pl.DataFrame, found: Clusters, then: pl.DataFrame | None = None,
