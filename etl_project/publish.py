@@ -156,21 +156,19 @@ def _write_data_file(table_rows: pl.DataFrame | pl.LazyFrame | Path,
     path = data_path + name if remote else str(Path(data_path) / name)
     if not remote:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(table_rows, Path) and not remote and _is_zstd(table_rows):
+    if isinstance(table_rows, Path) and not remote and _is_zstd(footer := pq.read_metadata(table_rows)):
         stage.link_or_copy(table_rows, Path(path))
-    else:
-        frame = pl.scan_parquet(table_rows) if isinstance(table_rows, Path) else table_rows.lazy()
-        frame.sink_parquet(path, compression="zstd", statistics=True)
-    rows = pl.scan_parquet(path).select(pl.len()).collect().item()
-    return path, rows
+        return path, footer.num_rows
+    frame = pl.scan_parquet(table_rows) if isinstance(table_rows, Path) else table_rows.lazy()
+    frame.sink_parquet(path, compression="zstd", statistics=True)
+    return path, pl.scan_parquet(path).select(pl.len()).collect().item()
 
 
-def _is_zstd(path: Path) -> bool:
-    """Whether every column chunk of the Parquet file is zstd (a stage of an older release was not).
-    Reads the footer only."""
-    meta = pq.ParquetFile(path).metadata
-    return all(meta.row_group(g).column(c).compression == "ZSTD"
-               for g in range(meta.num_row_groups) for c in range(meta.num_columns))
+def _is_zstd(footer: pq.FileMetaData) -> bool:
+    """Whether every column chunk of a Parquet file (its footer) is zstd (a stage of an older
+    release was not)."""
+    return all(footer.row_group(g).column(c).compression == "ZSTD"
+               for g in range(footer.num_row_groups) for c in range(footer.num_columns))
 
 
 def _replace_rows(con: duckdb.DuckDBPyConnection, table: str, files: list[tuple[str, int]]) -> list[str]:
