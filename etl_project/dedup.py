@@ -119,11 +119,11 @@ def deduplicate_with_memo(records: pl.DataFrame | pl.LazyFrame, near: NearConfig
     files = pl.DataFrame(schema=dedup_memo.FILES_SCHEMA) if files is None else files
     memo = Memo.empty(near) if memo is None else memo
     same = dedup_memo.unchanged_files(files, memo)
-    keys = records.select("record_id", "source_file", "ordinal").collect()
     hashes = dedup_memo.key_hashes(records, same, memo)
-    keys = keys.join(hashes.select("record_id", "hash_a", "hash_b"), on="record_id", how="left", maintain_order="left")
-    if keys["hash_a"].null_count():  # would put those records in one exact group
-        raise RuntimeError("the dedup memo lacks key hashes of records of files it says are unchanged")
+    # The memo holds the records of the files it was written from, as their bytes are the same.
+    if hashes.height != records.select(pl.len()).collect().item():
+        raise RuntimeError("the dedup memo does not hold the records of the files it says are unchanged")
+    keys = hashes.select("record_id", "source_file", "ordinal", "hash_a", "hash_b")
     # Each record's position in (source_file, ordinal) order, found without sorting the table:
     # the inverse of the sorting permutation.
     keys = keys.with_columns(

@@ -48,7 +48,7 @@ VARIANTS = "variants"  # staged beside the memo for enrichment, not looked up by
 FINGERPRINTS = "fingerprints"  # likewise: reuse.text_fingerprints of the variants
 PAPER_COLUMNS = ["canonical_record_id", "first_source_file", "paper_id", "abstract", "dedup_key", "word_count", "char_count"]
 FILES_SCHEMA = {"source_file": pl.String, "sha256": pl.String}
-KEYS_SCHEMA = {"record_id": pl.String, "source_file": pl.String, "hash_a": pl.UInt64, "hash_b": pl.UInt64,
+KEYS_SCHEMA = {"record_id": pl.String, "source_file": pl.String, "ordinal": pl.UInt32, "hash_a": pl.UInt64, "hash_b": pl.UInt64,
                "text_a": pl.UInt64, "text_b": pl.UInt64}
 SEED_A, SEED_B = 0x9E3779B97F4A7C15, 0x632BE59BD9B4E019
 PAIRS_SCHEMA = {**dict.fromkeys(PAIR, pl.UInt64), "jaccard": pl.Float64}
@@ -110,11 +110,11 @@ class Memo:
             return None
         if pl.read_parquet(_path(folder, "build"))["build"].to_list() != [build]:
             return None
-        bands = pl.scan_parquet(_path(folder, "bands"))
-        if bands.collect_schema() != pl.Schema(_bands_schema(config)):
+        keys, bands = pl.scan_parquet(_path(folder, "keys")), pl.scan_parquet(_path(folder, "bands"))
+        if keys.collect_schema() != pl.Schema(KEYS_SCHEMA) or bands.collect_schema() != pl.Schema(_bands_schema(config)):
             return None
         return cls(
-            pl.read_parquet(_path(folder, "files")), pl.scan_parquet(_path(folder, "keys")), bands,
+            pl.read_parquet(_path(folder, "files")), keys, bands,
             pl.scan_parquet(_path(folder, "pairs")), pl.scan_parquet(_path(folder, "clusters")),
             pl.scan_parquet(papers_file),
         )
@@ -168,8 +168,9 @@ def key_hashes(records: pl.LazyFrame, same: pl.Series, memo: Memo) -> pl.DataFra
     the others)."""
     fresh = (
         records.filter(~pl.col("source_file").is_in(same.implode()))
-        .select("record_id", "source_file", *text_hash("dedup_key"), *text_hash("text", ("text_a", "text_b")))
+        .select("record_id", "source_file", "ordinal", *text_hash("dedup_key"), *text_hash("text", ("text_a", "text_b")))
         .collect(engine="streaming")
+        .cast(KEYS_SCHEMA)
     )
     return pl.concat([memo.keys.filter(pl.col("source_file").is_in(same.implode())).collect(), fresh])
 
