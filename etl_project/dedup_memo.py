@@ -4,9 +4,10 @@ Every entry but ``clusters`` is a function of texts alone, given the build (code
 library versions, the near-duplicate settings among them: the caller keeps a memo only for the
 build that wrote it):
 
-- ``keys``: each record's key hashes (``text_hash`` of its ``dedup_key``) and text hashes (of its
-  ``text``: what enrichment tells a paper's texts apart by, see :func:`paper_variants`), valid
-  while its file's bytes (``files``: source_file, sha256) are the same;
+- ``keys``: each record's id, file and ordinal, key hashes (``text_hash`` of its ``dedup_key``)
+  and text hashes (of its ``text``: what enrichment tells a paper's texts apart by, see
+  :func:`paper_variants`), valid while its file's bytes (``files``: source_file, sha256) are the
+  same;
 - ``bands``: each distinct key's LSH band hashes, or that it is too short for near matching;
 - ``pairs``: the exact Jaccard of pairs of distinct keys, as verification and the chain guard
   asked for them;
