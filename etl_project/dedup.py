@@ -123,7 +123,7 @@ def deduplicate_with_memo(records: pl.DataFrame | pl.LazyFrame, near: NearConfig
     # The memo holds the records of the files it was written from, as their bytes are the same.
     if hashes.height != records.select(pl.len()).collect().item():
         raise RuntimeError("the dedup memo does not hold the records of the files it says are unchanged")
-    keys = hashes.select("record_id", "source_file", "ordinal", "hash_a", "hash_b")
+    keys = hashes.select("record_id", "source_file", "ordinal", "hash_a", "hash_b", "text_a", "text_b")
     # Each record's position in (source_file, ordinal) order, found without sorting the table:
     # the inverse of the sorting permutation.
     keys = keys.with_columns(
@@ -180,16 +180,18 @@ def deduplicate_with_memo(records: pl.DataFrame | pl.LazyFrame, near: NearConfig
             .when(pl.col("position") == pl.col("first")).then(pl.lit("canonical"))
             .otherwise(pl.lit("exact")),
             similarity=pl.col("similarity"),
+            hash_a="text_a", hash_b="text_b",
         )
         .collect()
     )
+    variants = _distinct_texts(occurrences.lazy())
+    occurrences = occurrences.drop("hash_a", "hash_b")
     files_now = files.filter(pl.col("sha256").is_not_null()).select(dedup_memo.FILES_SCHEMA.keys())
     papers = changes.fresh.lazy()
     if changes.kept.len():
         papers = pl.concat([memo.papers.filter(pl.col("paper_id").is_in(changes.kept.implode())).select(changes.fresh.columns), papers])
     next_memo = Memo(files_now, hashes.select(dedup_memo.KEYS_SCHEMA.keys()).lazy(), near_result.bands, near_result.pairs,
                      near_result.clusters, papers)
-    variants = variant_hashes(occurrences, next_memo.keys.select("record_id", hash_a="text_a", hash_b="text_b"))
     return Deduplicated(changes.fresh, changes.kept, occurrences, next_memo, changes.looked_up, near_result.reclustered,
                         variants)
 
@@ -348,19 +350,27 @@ def variant_hashes(occurrences: pl.DataFrame | pl.LazyFrame, text_hashes: pl.Dat
     (``record_id``, ``text_hash`` of its text), as the dedup memo's keys keep them. The canonical
     record is its paper's first by (source_file, ordinal), so one order serves both: canonical
     records first (the papers' own order), then every other record."""
-    occurrences = occurrences.lazy().select(
-        "paper_id", "record_id", "source_file", "ordinal", other=pl.col("match_kind") != "canonical"
+    hashed = (
+        occurrences.lazy().select("paper_id", "record_id", "source_file", "ordinal", "match_kind")
+        .join(text_hashes.lazy().select("record_id", "hash_a", "hash_b"), on="record_id", how="left")
+        .sort("source_file", "ordinal")
     )
-    hashed = occurrences.join(text_hashes.lazy().select("record_id", "hash_a", "hash_b"), on="record_id", how="left")
-    kept = (
-        hashed.sort("other", "source_file", "ordinal")
+    kept = _distinct_texts(hashed)
+    if kept["hash_a"].null_count():
+        raise RuntimeError("the text hashes lack records of the occurrences: they are of another deduplication")
+    return kept
+
+
+def _distinct_texts(occurrences: pl.LazyFrame) -> pl.DataFrame:
+    """:func:`variant_hashes` of ``occurrences`` with their text hashes (hash_a, hash_b), in
+    (source_file, ordinal) order: the canonical records first, keeping that order (a stable
+    sort), then each paper's first record of every other text."""
+    return (
+        occurrences.sort(pl.col("match_kind") != "canonical", maintain_order=True)
         .unique(["paper_id", "hash_a", "hash_b"], keep="first", maintain_order=True)
         .select("paper_id", "record_id", "hash_a", "hash_b")
         .collect()
     )
-    if kept["hash_a"].null_count():
-        raise RuntimeError("the text hashes lack records of the occurrences: they are of another deduplication")
-    return kept
 
 
 def variant_texts(occurrences: pl.DataFrame | pl.LazyFrame, records: pl.DataFrame | pl.LazyFrame,

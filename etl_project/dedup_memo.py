@@ -52,6 +52,7 @@ FILES_SCHEMA = {"source_file": pl.String, "sha256": pl.String}
 KEYS_SCHEMA = {"record_id": pl.String, "source_file": pl.String, "ordinal": pl.UInt32, "hash_a": pl.UInt64, "hash_b": pl.UInt64,
                "text_a": pl.UInt64, "text_b": pl.UInt64}
 SEED_A, SEED_B = 0x9E3779B97F4A7C15, 0x632BE59BD9B4E019
+BAND_SLICE = 65_536  # rows of band hashes copied into the band matrix at a time
 PAIRS_SCHEMA = {**dict.fromkeys(PAIR, pl.UInt64), "jaccard": pl.Float64}
 # ``component``: hash_a of the earliest key of the key's connected component; it only groups keys,
 # so two components sharing one (odds ~n²/2^65) are merely worked out again together.
@@ -196,26 +197,33 @@ def bands_of(hashes: pl.DataFrame, memo: Memo, texts: Texts, config: NearConfig)
     """(eligible indices, their band hashes, the bands table for the next memo) of the distinct
     keys ``hashes`` (hash_a, hash_b, in priority order): looked up, or computed from their text.
     The table is the memo's rows of these keys, streamed when it is written, and the computed ones."""
-    found = hashes.select(KEY).with_row_index("row").lazy().join(memo.bands, on=KEY).select("row", "eligible", "bands").collect()
-    rows = found["row"].to_numpy()
+    rows = hashes.select(KEY).with_row_index("row").lazy()
+    found = rows.join(memo.bands.select(*KEY, "eligible"), on=KEY).select("row", "eligible").collect()
     known, eligible = np.zeros(hashes.height, dtype=bool), np.zeros(hashes.height, dtype=bool)
-    known[rows], eligible[rows] = True, found["eligible"].to_numpy()
-    matrix = np.zeros((hashes.height, config.bands), dtype=np.uint64)
-    if found.height:
-        matrix[rows] = found["bands"].to_numpy()
-    del found
+    known[found["row"].to_numpy()], eligible[found["row"].to_numpy()] = True, found["eligible"].to_numpy()
     missing = np.flatnonzero(~known)
+    local, computed = np.zeros(0, dtype=np.int64), np.zeros((0, config.bands), dtype=np.uint64)
     if len(missing):
         read, positions = texts.at(missing)
         local, computed = lsh_bands(read if positions is None else read.gather(positions), config)
-        matrix[missing[local]] = computed
         eligible[missing[local]] = True
+    # The eligible keys' bands in priority order, each put at its place among them: the memo's
+    # (copied a slice at a time, so no second copy of them all is made), then the computed ones.
+    place = np.cumsum(eligible) - 1
+    matrix = np.empty((int(eligible.sum()), config.bands), dtype=np.uint64)
+    stored = rows.join(memo.bands.filter("eligible").select(*KEY, "bands"), on=KEY).select("row", "bands").collect()
+    for start in range(0, stored.height, BAND_SLICE):
+        part = stored.slice(start, BAND_SLICE)
+        matrix[place[part["row"].to_numpy()]] = part["bands"].to_numpy()
+    del found, stored
+    matrix[place[missing[local]]] = computed
+    new_bands = np.zeros((len(missing), config.bands), dtype=np.uint64)
+    new_bands[local] = computed
     computed_rows = hashes.select(KEY)[missing].with_columns(
-        eligible=pl.Series(eligible[missing]), bands=pl.Series(matrix[missing], dtype=pl.Array(pl.UInt64, config.bands)),
+        eligible=pl.Series(eligible[missing]), bands=pl.Series(new_bands, dtype=pl.Array(pl.UInt64, config.bands)),
     )
     table = pl.concat([memo.bands.join(hashes.lazy().select(KEY), on=KEY, how="semi"), computed_rows.lazy()])
-    rows = np.flatnonzero(eligible)
-    return rows, matrix[rows], table
+    return np.flatnonzero(eligible), matrix, table
 
 
 class PairSimilarity:
