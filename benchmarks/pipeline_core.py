@@ -104,7 +104,7 @@ def run_core(landing: Path, warehouse: Path, near: bool = True, enrich: bool = T
         papers, occurrences = dedup.deduplicate(records, NearConfig() if near else None)
         papers = keep("papers", with_plain_text(papers, "abstract", "abstract_plain"))
         occurrences = keep("paper_occurrences", occurrences)
-        tables |= {"papers": papers, "paper_occurrences": occurrences, "source_overlap": keep("source_overlap", dedup.source_overlap(occurrences))}
+        tables |= {"papers": papers, "paper_occurrences": occurrences, "source_overlap": keep("source_overlap", dedup.source_overlap(papers))}
     check("papers", "paper_occurrences", "source_overlap")
     if enrich:
         with timed("enrich"):

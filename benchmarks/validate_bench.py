@@ -46,7 +46,7 @@ def build_tables(landing: Path, out: Path) -> None:
     del files
     papers, occurrences = dedup.deduplicate(tables["records"], None)
     papers = papers.with_columns(abstract_plain=plain_text(pl.col("abstract")))
-    tables |= {"papers": papers, "paper_occurrences": occurrences, "source_overlap": dedup.source_overlap(occurrences)}
+    tables |= {"papers": papers, "paper_occurrences": occurrences, "source_overlap": dedup.source_overlap(papers)}
     tables["paper_links"] = links.extract_links(dedup.variant_texts(occurrences, tables["records"]))
     tables["paper_names"] = names.extract_names(papers)
     tables["paper_topics"] = topics.tag_topics(papers, topics.load_taxonomy())

@@ -254,13 +254,16 @@ def _changed_papers(records: pl.LazyFrame, per_paper: pl.DataFrame, same: pl.Ser
     return _Changes(rows.select(*COLUMNS, *extra), looked_up.filter("same")["paper_id"], paper_ids, looked_up.height)
 
 
-def source_overlap(occurrences: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
+def source_overlap(papers: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """For each pair of files sharing at least one paper: how many they share, and the Jaccard
-    index of their paper sets. Pairs sharing none are left out (n files make n² pairs)."""
-    per_file = occurrences.lazy().select("paper_id", "source_file").unique()
-    sizes = per_file.group_by("source_file").agg(papers=pl.len().cast(pl.Int64))
+    index of their paper sets, from each paper's ``sources`` (the distinct files of its
+    occurrences). Pairs sharing none are left out (n files make n² pairs)."""
+    papers = papers.lazy()
+    sizes = papers.select(source_file="sources").explode("source_file").group_by("source_file").agg(papers=pl.len().cast(pl.Int64))
+    # Only papers in several files make pairs.
+    shared = papers.filter(pl.col("source_count") > 1).select("paper_id", source_file="sources").explode("source_file")
     pairs = (
-        per_file.join(per_file, on="paper_id", suffix="_b")
+        shared.join(shared, on="paper_id", suffix="_b")
         .filter(pl.col("source_file") < pl.col("source_file_b"))
         .group_by(file_a="source_file", file_b="source_file_b")
         .agg(shared_papers=pl.len().cast(pl.Int64))

@@ -41,15 +41,23 @@ def test_dedup_is_deterministic_under_reordering():
 
 
 def test_source_overlap():
-    rows = [("a", 1, "one"), ("a", 2, "two"), ("b", 1, "one"), ("b", 2, "two"), ("c", 1, "two"), ("d", 1, "four")]
-    _, occurrences = dedup.deduplicate(normalized_records(rows))
-    overlap = dedup.source_overlap(occurrences)
+    # "one" twice in a: a file's paper counts once.
+    rows = [("a", 1, "one"), ("a", 2, "two"), ("a", 3, "one"), ("b", 1, "one"), ("b", 2, "two"), ("c", 1, "two"),
+            ("d", 1, "four")]
+    papers, occurrences = dedup.deduplicate(normalized_records(rows))
+    overlap = dedup.source_overlap(papers)
     assert overlap.select("file_a", "file_b", "shared_papers", "papers_a", "papers_b").rows() == [
         ("a", "b", 2, 2, 2),
         ("a", "c", 1, 2, 1),
         ("b", "c", 1, 2, 1),
     ]
     assert overlap["jaccard"].to_list() == [1.0, 0.5, 0.5]
+    # What the occurrences say, file by file.
+    files: dict[str, set[str]] = {}
+    for paper_id, source_file in occurrences.select("paper_id", "source_file").iter_rows():
+        files.setdefault(source_file, set()).add(paper_id)
+    assert overlap.select("file_a", "file_b", "shared_papers", "papers_a", "papers_b").rows() == sorted(
+        (a, b, len(files[a] & files[b]), len(files[a]), len(files[b])) for a in files for b in files if a < b and files[a] & files[b])
 
 
 def test_same_result_from_a_scan_and_from_any_row_order(tmp_path):

@@ -34,7 +34,7 @@ def seed_tables(tmp_path_factory) -> dict[str, pl.DataFrame]:
     return tables | {
         "papers": papers,
         "paper_occurrences": occurrences,
-        "source_overlap": dedup.source_overlap(occurrences),
+        "source_overlap": dedup.source_overlap(papers),
         "paper_links": links.extract_links(papers),
         "paper_names": names.extract_names(papers),
         "paper_topics": topics.tag_topics(papers, topics.load_taxonomy()),

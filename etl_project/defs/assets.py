@@ -220,10 +220,11 @@ def _staged_papers(context: dg.AssetExecutionContext, etl: EtlSettings) -> Path 
 
 
 @dg.asset(group_name="transform", kinds={"polars"}, owners=OWNERS)
-def source_overlap(paper_occurrences: pl.LazyFrame) -> dg.Output[pl.DataFrame]:
-    """For each pair of files sharing papers: how many, and the Jaccard index of their paper sets."""
-    frame = dedup.source_overlap(paper_occurrences)
-    return dg.Output(frame, metadata=table_metadata(frame, "source_overlap"))
+def source_overlap(context: dg.AssetExecutionContext, etl: EtlSettings, papers: pl.LazyFrame) -> dg.Output[Path]:
+    """For each pair of files sharing papers: how many, and the Jaccard index of their paper sets
+    (from each paper's sources)."""
+    frame = dedup.source_overlap(papers.select("paper_id", "source_count", "sources"))
+    return dg.Output(staged_output(context, etl, frame), metadata=table_metadata(frame, "source_overlap"))
 
 
 @dg.asset(
