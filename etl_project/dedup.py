@@ -58,9 +58,11 @@ COLUMNS = ["paper_id", "abstract", "dedup_key", "word_count", "char_count", "occ
 # and these are unchanged is unchanged.
 COUNTS = ["occurrence_count", "source_count", "variant_count", "sources"]
 # The staged papers table's parts (etl_project.stage.stage_parts): a run rewrites the parts its
-# changed papers leave, so parts are small enough to make that cheap and few enough for the lake.
-PART_PAPERS = 50_000
-MAX_PARTS = 32
+# changed papers leave, and those lie anywhere (a removed file's papers), so parts are small
+# enough that a few dozen changed papers leave most parts as they are, and few enough for the
+# lake (each is a data file registered at every publish).
+PART_PAPERS = 10_000
+MAX_PARTS = 128
 
 
 @dataclass(frozen=True)

@@ -30,9 +30,10 @@ FINGERPRINTS = "{asset}.fingerprints"  # beside an enrichment table in the stage
 
 
 # An enrichment table is staged as parts of this many rows (the parts of papers whose rows stay are
-# linked, not written again: etl_project.stage.stage_parts), and at most this many parts.
-PART_ROWS = 100_000
-MAX_PARTS = 32
+# linked, not written again: etl_project.stage.stage_parts), and at most this many parts; small
+# for the reason dedup.PART_PAPERS is.
+PART_ROWS = 20_000
+MAX_PARTS = 128
 
 
 @dataclass(frozen=True)
