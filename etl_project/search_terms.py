@@ -60,8 +60,10 @@ PAPER_COLUMNS, NAME_COLUMNS = ("paper_id", "abstract_plain"), ("paper_id", "name
 # DuckDB's memory limit while the terms are made: sorts and aggregates spill to its temp
 # directory beyond it.
 MEMORY_GIB = 1
-BATCH_PAPERS = 50_000
-MAX_PARTS = 32  # parts of a staged paper_terms before the smallest are merged (a million papers: 20)
+# Papers per batch, and so per part: a change's papers lie anywhere, so smaller parts leave more
+# of them linked; smaller batches also need less memory, in no more time (benchmarks/fts_bench.py).
+BATCH_PAPERS = 10_000
+MAX_PARTS = 128  # parts of a staged paper_terms before the smallest are merged (a million papers: ~65)
 
 
 @contextmanager
