@@ -199,8 +199,9 @@ def bands_of(hashes: pl.DataFrame, memo: Memo, texts: Texts, config: NearConfig)
     The table is the memo's rows of these keys, streamed when it is written, and the computed ones."""
     rows = hashes.select(KEY).with_row_index("row").lazy()
     found = rows.join(memo.bands.select(*KEY, "eligible"), on=KEY).select("row", "eligible").collect()
+    at = found["row"].to_numpy()
     known, eligible = np.zeros(hashes.height, dtype=bool), np.zeros(hashes.height, dtype=bool)
-    known[found["row"].to_numpy()], eligible[found["row"].to_numpy()] = True, found["eligible"].to_numpy()
+    known[at], eligible[at] = True, found["eligible"].to_numpy()
     missing = np.flatnonzero(~known)
     local, computed = np.zeros(0, dtype=np.int64), np.zeros((0, config.bands), dtype=np.uint64)
     if len(missing):
@@ -217,11 +218,17 @@ def bands_of(hashes: pl.DataFrame, memo: Memo, texts: Texts, config: NearConfig)
         matrix[place[part["row"].to_numpy()]] = part["bands"].to_numpy()
     del found, stored
     matrix[place[missing[local]]] = computed
-    new_bands = np.zeros((len(missing), config.bands), dtype=np.uint64)
-    new_bands[local] = computed
-    computed_rows = hashes.select(KEY)[missing].with_columns(
-        eligible=pl.Series(eligible[missing]), bands=pl.Series(new_bands, dtype=pl.Array(pl.UInt64, config.bands)),
-    )
+    # The computed keys' rows of the next memo: the eligible ones' bands, zeros for the others.
+    is_short = np.ones(len(missing), dtype=bool)
+    is_short[local] = False
+    short = np.flatnonzero(is_short)
+    width = pl.Array(pl.UInt64, config.bands)
+    computed_rows = pl.concat([
+        hashes.select(KEY)[missing[local]].with_columns(eligible=pl.lit(True), bands=pl.Series(computed, dtype=width)),
+        hashes.select(KEY)[missing[short]].with_columns(
+            eligible=pl.lit(False), bands=pl.Series(np.zeros((len(short), config.bands), dtype=np.uint64), dtype=width)),
+    ])
+    del computed
     table = pl.concat([memo.bands.join(hashes.lazy().select(KEY), on=KEY, how="semi"), computed_rows.lazy()])
     return np.flatnonzero(eligible), matrix, table
 
