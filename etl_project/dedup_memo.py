@@ -197,7 +197,8 @@ def bands_of(hashes: pl.DataFrame, memo: Memo, texts: Texts, config: NearConfig)
     """(eligible indices, their band hashes, the bands table for the next memo) of the distinct
     keys ``hashes`` (hash_a, hash_b, in priority order): looked up, or computed from their text.
     The table is the memo's rows of these keys, streamed when it is written, and the computed ones."""
-    rows = hashes.select(KEY).with_row_index("row").lazy()
+    keys = hashes.select(KEY)
+    rows = keys.with_row_index("row").lazy()
     found = rows.join(memo.bands.select(*KEY, "eligible"), on=KEY).select("row", "eligible").collect()
     at = found["row"].to_numpy()
     known, eligible = np.zeros(hashes.height, dtype=bool), np.zeros(hashes.height, dtype=bool)
@@ -224,12 +225,12 @@ def bands_of(hashes: pl.DataFrame, memo: Memo, texts: Texts, config: NearConfig)
     short = np.flatnonzero(is_short)
     width = pl.Array(pl.UInt64, config.bands)
     computed_rows = pl.concat([
-        hashes.select(KEY)[missing[local]].with_columns(eligible=pl.lit(True), bands=pl.Series(computed, dtype=width)),
-        hashes.select(KEY)[missing[short]].with_columns(
+        keys[missing[local]].with_columns(eligible=pl.lit(True), bands=pl.Series(computed, dtype=width)),
+        keys[missing[short]].with_columns(
             eligible=pl.lit(False), bands=pl.Series(np.zeros((len(short), config.bands), dtype=np.uint64), dtype=width)),
     ])
     del computed
-    table = pl.concat([memo.bands.join(hashes.lazy().select(KEY), on=KEY, how="semi"), computed_rows.lazy()])
+    table = pl.concat([memo.bands.join(keys.lazy(), on=KEY, how="semi"), computed_rows.lazy()])
     return np.flatnonzero(eligible), matrix, table
 
 

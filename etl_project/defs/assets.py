@@ -223,7 +223,7 @@ def _staged_papers(context: dg.AssetExecutionContext, etl: EtlSettings) -> Path 
 def source_overlap(context: dg.AssetExecutionContext, etl: EtlSettings, papers: pl.LazyFrame) -> dg.Output[Path]:
     """For each pair of files sharing papers: how many, and the Jaccard index of their paper sets
     (from each paper's sources)."""
-    frame = dedup.source_overlap(papers.select("paper_id", "source_count", "sources"))
+    frame = dedup.source_overlap(papers)
     return dg.Output(staged_output(context, etl, frame), metadata=table_metadata(frame, "source_overlap"))
 
 
