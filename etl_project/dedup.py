@@ -193,7 +193,7 @@ def deduplicate_with_memo(records: pl.DataFrame | pl.LazyFrame, near: NearConfig
     if changes.kept.len():
         papers = pl.concat([memo.papers.filter(pl.col("paper_id").is_in(changes.kept.implode())).select(changes.fresh.columns), papers])
     next_memo = Memo(files_now, hashes.select(dedup_memo.KEYS_SCHEMA.keys()).lazy(), near_result.bands, near_result.pairs,
-                     near_result.clusters, papers)
+                     near_result.clusters, papers, growth=near_result.growth)
     return Deduplicated(changes.fresh, changes.kept, occurrences, next_memo, changes.looked_up, near_result.reclustered,
                         variants)
 

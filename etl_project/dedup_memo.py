@@ -20,10 +20,18 @@ build that wrote it):
 So a deduplication that looks entries up gives exactly what computing them gives; only the time
 differs. A run with no memo (the first, a full refresh, another build) starts from ``Memo.empty``
 and computes everything, and every run writes the memo the next one starts from.
+
+``bands`` and ``pairs`` are staged as folders of parts that grow: the next memo links the
+previous one's parts and adds one of the rows it worked out (:class:`Growth`), so a run writes
+those, not the 200 MB the two hold at a million records. The rows of keys that are gone stay
+behind in the linked parts: still true (each is a function of texts alone), and never asked
+for but when a text comes back. Once they pass STALE_SHARE of the live rows, or the parts
+MAX_PARTS, the tables are written again with the live rows alone.
 """
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +61,9 @@ KEYS_SCHEMA = {"record_id": pl.String, "source_file": pl.String, "ordinal": pl.U
                "text_a": pl.UInt64, "text_b": pl.UInt64}
 SEED_A, SEED_B = 0x9E3779B97F4A7C15, 0x632BE59BD9B4E019
 BAND_SLICE = 65_536  # rows of band hashes copied into the band matrix at a time
+GROWN = ("bands", "pairs")  # staged as folders of parts that grow (Growth)
+STALE_SHARE = 0.25  # rows no lookup finds, against the live ones, beyond which a grown table is written again
+MAX_PARTS = 32  # parts of a grown table beyond which it is written again as one
 PAIRS_SCHEMA = {**dict.fromkeys(PAIR, pl.UInt64), "jaccard": pl.Float64}
 # ``component``: hash_a of the earliest key of the key's connected component; it only groups keys,
 # so two components sharing one (odds ~n²/2^65) are merely worked out again together.
@@ -76,6 +87,26 @@ def _bands_schema(config: NearConfig | None) -> dict:
 
 
 @dataclass(frozen=True)
+class Growth:
+    """A table of the next memo as the previous memo's parts (``before``), linked as they are,
+    and the rows this deduplication ``added`` to them."""
+
+    before: tuple[Path, ...]
+    added: pl.DataFrame
+
+
+def grow(before: tuple[Path, ...], added: pl.DataFrame, live_rows: int) -> Growth | None:
+    """How the next memo's table extends the previous memo's ``before`` with ``added``, when it
+    holds ``live_rows`` rows a lookup can find; None when it is to be written again instead:
+    there is no previous table, or the rows left behind would pass STALE_SHARE of the live ones,
+    or the parts MAX_PARTS."""
+    if not before or len(before) >= MAX_PARTS:
+        return None
+    total = sum(pl.scan_parquet(path).select(pl.len()).collect().item() for path in before) + added.height
+    return Growth(before, added) if total - live_rows <= STALE_SHARE * live_rows else None
+
+
+@dataclass(frozen=True)
 class Memo:
     """A memo read from the stage holds scans of its files, not their rows (a few hundred MB at a
     million records): each step of a deduplication reads what it looks up, and a memo written
@@ -87,6 +118,11 @@ class Memo:
     pairs: pl.LazyFrame  # PAIRS_SCHEMA, each pair once: (a_a, a_b) < (b_a, b_b)
     clusters: pl.LazyFrame  # CLUSTERS_SCHEMA, one row per distinct key
     papers: pl.LazyFrame  # the papers the memo was written with (none are looked up unless it has dedup.COLUMNS)
+    # Of a memo read from the stage: the parts of each GROWN table. Of a memo to write: how each
+    # GROWN table extends the previous memo's, when it does (the others are written whole,
+    # without their stale rows).
+    parts: Mapping[str, tuple[Path, ...]] = field(default_factory=dict)
+    growth: Mapping[str, Growth] = field(default_factory=dict)
 
     @classmethod
     def empty(cls, config: NearConfig | None) -> "Memo":
@@ -99,10 +135,24 @@ class Memo:
 
     def write(self, folder: Path, build: str) -> None:
         """Stage the memo beside the papers it was written with (``papers`` itself is not copied),
-        each part streamed. ``folder`` is never the previous memo's, which the parts may read."""
+        each part streamed, or a GROWN table as its growth. ``folder`` is never the previous
+        memo's, which the parts may read."""
         stage.write(pl.DataFrame({"build": [build]}), _path(folder, "build"))
         for part in PARTS[1:]:
-            stage.write(getattr(self, part).lazy(), _path(folder, part))
+            if part not in GROWN:
+                stage.write(getattr(self, part).lazy(), _path(folder, part))
+                continue
+            target = _path(folder, part)
+            shutil.rmtree(target, ignore_errors=True)  # a retried step's
+            target.mkdir(parents=True)
+            growth = self.growth.get(part)
+            if growth is None:
+                stage.write(getattr(self, part).lazy(), target / f"{stage.new_batch_id()}.parquet")
+                continue
+            for path in growth.before:
+                stage.link_or_copy(path, target / path.name)
+            if growth.added.height:
+                stage.write(growth.added, target / f"{stage.new_batch_id()}.parquet")
 
     @classmethod
     def read(cls, papers_file: Path, build: str, config: NearConfig | None) -> "Memo | None":
@@ -112,14 +162,22 @@ class Memo:
             return None
         if pl.read_parquet(_path(folder, "build"))["build"].to_list() != [build]:
             return None
-        keys, bands = pl.scan_parquet(_path(folder, "keys")), pl.scan_parquet(_path(folder, "bands"))
+        parts = {part: _parts(_path(folder, part)) for part in GROWN}
+        if not all(parts.values()):
+            return None
+        keys, (bands, pairs) = pl.scan_parquet(_path(folder, "keys")), (pl.scan_parquet(list(parts[part])) for part in GROWN)
         if keys.collect_schema() != pl.Schema(KEYS_SCHEMA) or bands.collect_schema() != pl.Schema(_bands_schema(config)):
             return None
         return cls(
-            pl.read_parquet(_path(folder, "files")), keys, bands,
-            pl.scan_parquet(_path(folder, "pairs")), pl.scan_parquet(_path(folder, "clusters")),
-            pl.scan_parquet(papers_file),
+            pl.read_parquet(_path(folder, "files")), keys, bands, pairs, pl.scan_parquet(_path(folder, "clusters")),
+            pl.scan_parquet(papers_file), parts,
         )
+
+
+def _parts(table: Path) -> tuple[Path, ...]:
+    """The Parquet files of a memo table: a folder's parts (an empty table is one empty part),
+    or a file, as an earlier release staged it."""
+    return tuple(sorted(table.glob("*.parquet"))) if table.is_dir() else (table,)
 
 
 def write_variants(folder: Path, variants: pl.DataFrame, fingerprints: pl.DataFrame) -> None:
@@ -193,10 +251,12 @@ class Texts:
         return self._texts, None
 
 
-def bands_of(hashes: pl.DataFrame, memo: Memo, texts: Texts, config: NearConfig) -> tuple[np.ndarray, np.ndarray, pl.LazyFrame]:
-    """(eligible indices, their band hashes, the bands table for the next memo) of the distinct
-    keys ``hashes`` (hash_a, hash_b, in priority order): looked up, or computed from their text.
-    The table is the memo's rows of these keys, streamed when it is written, and the computed ones."""
+def bands_of(hashes: pl.DataFrame, memo: Memo, texts: Texts,
+             config: NearConfig) -> tuple[np.ndarray, np.ndarray, pl.LazyFrame, pl.DataFrame]:
+    """(eligible indices, their band hashes, the bands table for the next memo, the computed
+    rows of it) of the distinct keys ``hashes`` (hash_a, hash_b, in priority order): looked up,
+    or computed from their text. The table is the memo's rows of these keys, streamed when it is
+    written, and the computed ones."""
     keys = hashes.select(KEY)
     rows = keys.with_row_index("row").lazy()
     found = rows.join(memo.bands.select(*KEY, "eligible"), on=KEY).select("row", "eligible").collect()
@@ -231,7 +291,7 @@ def bands_of(hashes: pl.DataFrame, memo: Memo, texts: Texts, config: NearConfig)
     ])
     del computed
     table = pl.concat([memo.bands.join(keys.lazy(), on=KEY, how="semi"), computed_rows.lazy()])
-    return np.flatnonzero(eligible), matrix, table
+    return np.flatnonzero(eligible), matrix, table, computed_rows
 
 
 class PairSimilarity:
@@ -285,6 +345,7 @@ class NearResult:
     pairs: pl.LazyFrame
     clusters: pl.LazyFrame
     reclustered: int  # keys long enough for near matching whose cluster was worked out, not kept
+    growth: Mapping[str, Growth] = field(default_factory=dict)  # of bands and pairs (Memo.growth)
 
 
 def near_clusters(keys: pl.DataFrame, memo: Memo, texts: Texts, config: NearConfig) -> NearResult:
@@ -305,7 +366,7 @@ def near_clusters(keys: pl.DataFrame, memo: Memo, texts: Texts, config: NearConf
     cluster and component from the memo, which by the same argument are what working them out
     gives, labels included (a component's earliest key cannot change while it is kept)."""
     hashes = keys.select(KEY)
-    eligible, bands, band_table = bands_of(hashes, memo, texts, config)
+    eligible, bands, band_table, computed = bands_of(hashes, memo, texts, config)
     similarity = PairSimilarity(hashes, memo, texts, config)
     indexed = keys.select(*KEY, "source_file", "ordinal").with_row_index("index")
     clusters_then = memo.clusters.collect()
@@ -340,12 +401,17 @@ def near_clusters(keys: pl.DataFrame, memo: Memo, texts: Texts, config: NearConf
     worked_out[eligible[reclustered]] = True
     # Changed keys too short for near matching: their own cluster, as they have no memo row.
     clusters = _clusters_table(indexed, found, then, pl.Series(worked_out) | changed)
-    kept = memo.pairs
-    if gone.height:  # pairs of keys that are gone are dropped, so the table does not grow forever
-        kept = kept.join(gone.lazy().select(a_a="hash_a", a_b="hash_b"), on=["a_a", "a_b"], how="anti").join(
-            gone.lazy().select(b_a="hash_a", b_b="hash_b"), on=["b_a", "b_b"], how="anti")
-    return NearResult(_merged(clusters, indexed), band_table, pl.concat([kept, similarity.new_pairs().lazy()]),
-                      clusters.drop("index").lazy(), int(reclustered.sum()))
+    # The live pairs: those of two keys there are now. While the memo grows (Growth), those of
+    # keys that are gone stay behind with their bands, and go when the bands do.
+    live = hashes.lazy()
+    kept = memo.pairs.join(live.select(a_a="hash_a", a_b="hash_b"), on=["a_a", "a_b"], how="semi").join(
+        live.select(b_a="hash_a", b_b="hash_b"), on=["b_a", "b_b"], how="semi")
+    new_pairs = similarity.new_pairs()
+    growth = {}
+    if bands_growth := grow(memo.parts.get("bands", ()), computed, hashes.height):
+        growth = {"bands": bands_growth, "pairs": Growth(memo.parts["pairs"], new_pairs)}
+    return NearResult(_merged(clusters, indexed), band_table, pl.concat([kept, new_pairs.lazy()]),
+                      clusters.drop("index").lazy(), int(reclustered.sum()), growth)
 
 
 def _clusters_table(indexed: pl.DataFrame, found: Clusters, then: pl.DataFrame | None = None,

@@ -68,6 +68,12 @@ def test_any_sequence_of_changes_gives_what_a_fresh_deduplication_gives(tmp_path
     done = dedup.deduplicate_with_memo(records, config, files)
     for number, (kind, name, arg) in enumerate(steps):
         memo = round_trip(done, root / str(number), "build", config)
+        # The staged bands and pairs (grown or written again): each key's or pair's row once, every
+        # live one there, and the rows left behind by keys that are gone few.
+        stored, live = memo.bands.collect(), done.memo.bands.collect()
+        assert not stored.select(dedup_memo.KEY).is_duplicated().any() and not memo.pairs.collect().select(dedup_memo.PAIR).is_duplicated().any()
+        assert live.join(stored, on=dedup_memo.KEY, how="anti").is_empty()
+        assert stored.height - live.height <= dedup_memo.STALE_SHARE * live.height
         if kind == "write":
             folder[name] = arg
         elif kind == "remove":
@@ -148,6 +154,40 @@ def test_only_the_near_clusters_a_change_reaches_are_worked_out_again(tmp_path):
     assert third.near_worked_out == 2 and third.papers.height == second.papers.height + 1  # the chain split
     papers, occurrences = dedup.deduplicate(records)
     assert third.papers.equals(papers) and third.occurrences.equals(occurrences)
+
+
+def test_the_bands_and_pairs_grow_by_a_part_and_are_written_again_once_stale(tmp_path):
+    """A run links the previous memo's bands and pairs and adds a part of what it worked out;
+    once the rows of keys that are gone pass STALE_SHARE of the live ones, it writes them again
+    without those."""
+    folder = {"a.txt": CHAIN[:4], "b.txt": [OTHER, THIRD], "c.txt": [TEXTS[-2]]}
+    records, files = tables(folder)
+    memo = round_trip(dedup.deduplicate_with_memo(records, NearConfig(), files), tmp_path / "1", "build", NearConfig())
+    assert [len(memo.parts[part]) for part in dedup_memo.GROWN] == [1, 1]
+
+    variant = THIRD.replace("empirical", "systematic")
+    folder["d.txt"] = [variant]  # one new key, near THIRD: one new pair at least
+    records, files = tables(folder)
+    second = dedup.deduplicate_with_memo(records, NearConfig(), files, memo)
+    grown = round_trip(second, tmp_path / "2", "build", NearConfig())
+    for part in dedup_memo.GROWN:
+        before, after = memo.parts[part], grown.parts[part]
+        assert len(after) == 2 and before[0].stat().st_ino in {path.stat().st_ino for path in after}  # linked, not copied
+    added = pl.read_parquet([path for path in grown.parts["bands"] if path.name != memo.parts["bands"][0].name])
+    assert added.select(dedup_memo.KEY).equals(records.filter(pl.col("text") == variant).select(dedup_memo.text_hash("dedup_key")))
+
+    del folder["a.txt"]  # four of the eight keys go: more than STALE_SHARE of the four left
+    records, files = tables(folder)
+    third = dedup.deduplicate_with_memo(records, NearConfig(), files, grown)
+    assert third.memo.growth == {}
+    written = round_trip(third, tmp_path / "3", "build", NearConfig())
+    assert [len(written.parts[part]) for part in dedup_memo.GROWN] == [1, 1]
+    fresh = dedup.deduplicate_with_memo(records, NearConfig(), files)
+    assert_frame_equal(written.bands.collect().sort(dedup_memo.KEY), fresh.memo.bands.collect().sort(dedup_memo.KEY), check_exact=True)
+    pairs, now = written.pairs.collect(), fresh.memo.bands.collect().select(dedup_memo.KEY)
+    assert not pairs.is_empty() and all(  # the pairs of keys that are gone went too
+        pairs.select(hash_a=f"{side}_a", hash_b=f"{side}_b").join(now, on=dedup_memo.KEY, how="anti").is_empty() for side in "ab")
+    assert third.papers.equals(fresh.papers)
 
 
 def test_a_memo_of_another_build_or_near_setting_is_not_used(tmp_path):
