@@ -55,6 +55,8 @@ PAIR = ["a_a", "a_b", "b_a", "b_b"]
 PARTS = ("build", "files", "keys", "bands", "pairs", "clusters")
 VARIANTS = "variants"  # staged beside the memo for enrichment, not looked up by the next deduplication
 FINGERPRINTS = "fingerprints"  # likewise: reuse.text_fingerprints of the variants
+CHANGES = "changes"  # likewise: which papers' fingerprints changed since the papers the memo came with
+CHANGE_KINDS = ("canonical", "texts")  # of reuse.text_fingerprints, what paper_changes tells changes of
 PAPER_COLUMNS = ["canonical_record_id", "first_source_file", "paper_id", "abstract", "dedup_key", "word_count", "char_count"]
 FILES_SCHEMA = {"source_file": pl.String, "sha256": pl.String}
 KEYS_SCHEMA = {"record_id": pl.String, "source_file": pl.String, "ordinal": pl.UInt32, "hash_a": pl.UInt64, "hash_b": pl.UInt64,
@@ -185,6 +187,49 @@ def write_variants(folder: Path, variants: pl.DataFrame, fingerprints: pl.DataFr
     (etl_project.enrich.reuse.text_fingerprints) beside the memo."""
     stage.write(variants, _path(folder, VARIANTS))
     stage.write(fingerprints, _path(folder, FINGERPRINTS))
+
+
+@dataclass(frozen=True)
+class Delta:
+    """What changed between the papers a table was computed from and those there are now, as
+    the deduplication worked it out (paper_changes): the papers whose texts' fingerprint (of the
+    kind the table is computed from) is new or differs, and those that are gone."""
+
+    changed: pl.Series
+    gone: pl.Series
+
+
+def write_changes(folder: Path, since: Path | None, then: pl.DataFrame | None, now: pl.DataFrame) -> None:
+    """Stage beside the memo which papers' texts changed since the deduplication that staged the
+    papers ``since``: ``then`` and ``now`` are the two runs' reuse.text_fingerprints. One row per
+    paper that is new, changed (a CHANGE_KINDS column true for each fingerprint that differs) or
+    gone (``gone``); ``since`` in the file's metadata. None staged without ``then`` (a retried
+    step's is removed)."""
+    path = _path(folder, CHANGES)
+    path.unlink(missing_ok=True)
+    if since is None or then is None:
+        return
+    joined = now.join(then, on="paper_id", how="full", coalesce=True, suffix="_then")
+    gone = pl.col("canonical_a").is_null()
+    changes = joined.select(
+        "paper_id",
+        *((~gone & ~(pl.col(f"{kind}_a").eq_missing(pl.col(f"{kind}_a_then"))
+                     & pl.col(f"{kind}_b").eq_missing(pl.col(f"{kind}_b_then")))).alias(kind) for kind in CHANGE_KINDS),
+        gone=gone,
+    ).filter(pl.any_horizontal(*CHANGE_KINDS, "gone"))
+    partial = path.with_name(path.name + ".partial")
+    changes.write_parquet(partial, compression="zstd", metadata={"since": str(since)})
+    partial.replace(path)
+
+
+def paper_changes(papers_file: Path, build: str, kind: str, since: str) -> Delta | None:
+    """The Delta of ``kind`` (CHANGE_KINDS) that the deduplication that staged ``papers_file``
+    staged beside it (write_changes), when ``build`` wrote it and it is since the papers named
+    ``since`` (None: otherwise)."""
+    changes = _staged(papers_file, build, CHANGES)
+    if changes is None or pl.read_parquet_metadata(_path(papers_file.parent, CHANGES)).get("since") != since:
+        return None
+    return Delta(changes.filter(kind)["paper_id"], changes.filter("gone")["paper_id"])
 
 
 def paper_variants(papers_file: Path, build: str) -> pl.DataFrame | None:

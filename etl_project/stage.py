@@ -377,11 +377,12 @@ def rows_of(table: Path, key: str, keys: pl.Series | None, *columns: str) -> pl.
     return pl.scan_parquet([table / name for name in names]).filter(pl.col(key).is_in(keys.implode())).select(columns).collect()
 
 
-def stage_parts(folder: Path, before: Path | None, key: str, kept: pl.Series, fresh: pl.DataFrame,
-                rows_per_part: int, max_parts: int, placed: Path | None = None) -> PartsStaged:
+def stage_parts(folder: Path, before: Path | None, key: str, kept: pl.Series | None, fresh: pl.DataFrame,
+                rows_per_part: int, max_parts: int, placed: Path | None = None, dropped: pl.Series | None = None) -> PartsStaged:
     """A table staged in ``folder`` as Parquet parts: the rows of ``before`` (a staged table,
-    one file or a folder of parts; None: none) whose ``key`` is in ``kept``, then ``fresh``, all
-    of ``fresh``'s columns. A part of ``before`` whose rows all stay is hard-linked, never
+    one file or a folder of parts; None: none) whose ``key`` is in ``kept`` (None: whose key is
+    not in ``dropped``, the fewer when a run changes little; None: every row), then ``fresh``,
+    all of ``fresh``'s columns. A part of ``before`` whose rows all stay is hard-linked, never
     decoded (at most its key column is read, when ``before`` has no placement); one that keeps
     some is rewritten without the others, streamed; ``fresh`` goes to new parts of
     ``rows_per_part`` rows, in order. So a run that changes a few rows writes those and the
@@ -397,14 +398,16 @@ def stage_parts(folder: Path, before: Path | None, key: str, kept: pl.Series, fr
     key_type = fresh.schema[key]
     held = pl.DataFrame(schema={key: key_type, "part": pl.String})
     parts: dict[str, Path] = {}
-    if before is not None and not kept.is_empty():
+    if before is not None and (kept is None or not kept.is_empty()):
         parts = {path.name: path for path in (sorted(before.glob("*.parquet")) if before.is_dir() else [before])}
         found = placement(before, key)
         held = found.cast({key: key_type}) if found is not None else pl.concat(
             [held, *(pl.read_parquet(path, columns=[key]).cast(key_type).unique().with_columns(part=pl.lit(name))
                      for name, path in parts.items())])
     # What each part loses (few rows, against all it keeps), by one lookup of every key.
-    held = held.with_columns(stays=pl.col(key).is_in(kept.implode()))
+    stays = pl.col(key).is_in(kept.implode()) if kept is not None else ~pl.col(key).is_in(
+        (pl.Series(dtype=key_type) if dropped is None else dropped).implode())
+    held = held.with_columns(stays=stays)
     losing = held.group_by("part").agg(all_go=~pl.col("stays").any(), gone=pl.col(key).filter(~pl.col("stays")))
     linked = rewritten = 0
     renamed: dict[str, str] = {}

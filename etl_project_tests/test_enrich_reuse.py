@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from polars.testing import assert_frame_equal
 
-from etl_project import stage
+from etl_project import dedup_memo, stage
 from etl_project.enrich import links, names, reuse, topics
 
 TEXTS = [
@@ -42,8 +42,7 @@ def compute_changed(inputs: pl.DataFrame, compute, previous=None) -> tuple[reuse
         if previous is not None:
             before = Path(work) / "before"
             stage.stage_parts(before, None, "paper_id", pl.Series([], dtype=pl.String), previous[1], 2, 3)
-        taken = pl.Series([], dtype=pl.String) if computed.taken is None else computed.taken
-        stage.stage_parts(Path(work) / "after", before, "paper_id", taken, computed.fresh, 2, 3)
+        stage.stage_parts(Path(work) / "after", before, "paper_id", None, computed.fresh, 2, 3, dropped=computed.dropped)
         table = pl.read_parquet(Path(work) / "after")
     order = [column for column in ("paper_id", "link_rank", "name_rank", "topic") if column in table.columns]
     return computed, table.sort(order)
@@ -69,7 +68,27 @@ def test_reusing_the_previous_rows_gives_what_computing_every_paper_gives(before
                    if fp_before.get(p) != fp}
         assert set(seen[0]["paper_id"]) == changed
         assert (again.computed, again.reused) == (len(changed), again.fingerprints.height - len(changed))
-        assert set(again.taken) == set(again.fingerprints["paper_id"]) - changed
+        assert set(again.asked) == changed and set(again.dropped) == set(first.fingerprints["paper_id"]) - (
+            set(again.fingerprints["paper_id"]) - changed)  # every earlier paper but those kept
+        # Told what changed (dedup_memo.Delta), not the earlier fingerprints, it gives the same table.
+        fingerprints = again.fingerprints.rename({"fp_a": "canonical_a", "fp_b": "canonical_b"})
+        delta_table = _table_with_delta(frame(after), compute, first, table, fingerprints)
+        assert_frame_equal(delta_table, again_table, check_exact=True)
+
+
+def _table_with_delta(inputs: pl.DataFrame, compute, first: reuse.Computed, table: pl.DataFrame,
+                      fingerprints: pl.DataFrame) -> pl.DataFrame:
+    """compute_changed's table, the previous fingerprints handed over as the Delta that
+    dedup_memo.write_changes stages and paper_changes reads (fingerprints of the "canonical" kind)."""
+    with tempfile.TemporaryDirectory() as work:
+        folder, then = Path(work), first.fingerprints.rename({"fp_a": "canonical_a", "fp_b": "canonical_b"})
+        wide = [pl.col("canonical_a").alias(f"{c}_a") for c in ("texts", "variants")] + [
+            pl.col("canonical_b").alias(f"{c}_b") for c in ("texts", "variants")]
+        stage.write(pl.DataFrame({"build": ["b"]}), folder / "dedup_memo.build.parquet")
+        dedup_memo.write_changes(folder, folder / "before.parquet", then.with_columns(wide), fingerprints.with_columns(wide))
+        delta = dedup_memo.paper_changes(folder / "papers.parquet", "b", "canonical", str(folder / "before.parquet"))
+        assert delta is not None and dedup_memo.paper_changes(folder / "papers.parquet", "b", "canonical", "elsewhere") is None
+        return compute_changed(inputs, compute, (delta, table))[1]
 
 
 def test_a_paper_whose_variant_texts_change_order_is_computed_again():

@@ -96,6 +96,9 @@ def test_runs_follow_the_folder_new_changed_removed(tmp_path: Path, instance):
     # search terms of every paper whose text is the same (only abstract 4 is new).
     assert (parse_metadata(result, "papers")["papers_looked_up"], parse_metadata(result, "papers")["papers_worked_out"]) == (2, 2)
     assert (parse_metadata(result, "paper_terms")["papers_reused"], parse_metadata(result, "paper_terms")["papers_computed"]) == (3, 1)
+    # Links, names and topics learn which papers' texts changed from the deduplication.
+    for asset in ("paper_links", "paper_names", "paper_topics"):
+        assert [parse_metadata(result, asset)[key] for key in ("changes_from", "papers_computed", "papers_reused")] == ["deduplication", 1, 3]
     # The landing suites validate the rows of b and c only (a's passed in the first run); the
     # other suites whole tables.
     assert validated_rows(first)["raw_records_suite"] == 4

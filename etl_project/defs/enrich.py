@@ -41,49 +41,67 @@ class Enriched:
     folder: Path  # the table's parts, moved into place by the IO manager
     computed: reuse.Computed
     parts: stage.PartsStaged
+    changes_from: str | None  # what told the changed papers apart: the deduplication's changes, or fingerprints
 
     def table(self) -> pl.LazyFrame:
         return pl.scan_parquet(self.folder)
 
     def metadata(self) -> dict:
-        return {"papers_computed": self.computed.computed, "papers_reused": self.computed.reused,
-                "parts_linked": self.parts.linked, "parts_written": self.parts.rewritten + self.parts.written}
+        return non_empty({"papers_computed": self.computed.computed, "papers_reused": self.computed.reused,
+                          "changes_from": self.changes_from,
+                          "parts_linked": self.parts.linked, "parts_written": self.parts.rewritten + self.parts.written})
 
 
 def computed_for_changes(context: dg.AssetExecutionContext, etl: EtlSettings, build: str, papers: Path,
-                         current: pl.DataFrame, compute: Callable[[pl.Series | None], pl.DataFrame]) -> Enriched:
+                         current: pl.DataFrame, compute: Callable[[pl.Series | None], pl.DataFrame],
+                         kind: str | None = None) -> Enriched:
     """The table ``compute(paper_ids)`` makes from ``papers`` (None: of every paper), asked only
     for the papers whose texts' fingerprints (``current``) differ from those the previous table of
     this asset was computed from, when it was computed by the same code and settings (``build``,
     taken before the asset read its rules or taxonomy: an edit in between then recomputes, never
     the other way round), staged as parts in this run's folder, the previous table's parts
     linked where they keep all their rows; the fingerprints are staged beside it for the next
-    run, with the papers table they were taken from."""
+    run, with the papers table they were taken from. ``kind``: which of the deduplication's
+    fingerprints ``current`` is made from (dedup_memo.CHANGE_KINDS): when the previous table was
+    computed from the papers this deduplication started from, the changes it staged say which
+    papers differ, and no fingerprints are compared."""
     asset = context.asset_key.to_user_string()
     found = None if launch.full_refresh(context) else _previous_files(context, etl, asset, build)
-    computed = reuse.compute_for_changes(current, compute, None if found is None else
-                                         pl.read_parquet(found[1]).select(*reuse.FINGERPRINT_SCHEMA))
+    previous = delta = None
+    if found is not None:
+        delta = dedup_memo.paper_changes(papers, build, kind, found.papers) if kind and found.papers else None
+        previous = delta or pl.read_parquet(found.sidecar).select(*reuse.FINGERPRINT_SCHEMA)
+    computed = reuse.compute_for_changes(current, compute, previous)
     fingerprints = computed.fingerprints.with_columns(build=pl.lit(build), papers=pl.lit(str(papers)))
     stage.write(fingerprints, stage.run_path(etl.warehouse, context.run_id, FINGERPRINTS.format(asset=asset)))
     rows = stage.run_path(etl.warehouse, context.run_id, asset)
     folder = rows.with_name(f"{rows.name}.partial")
-    taken = pl.Series("paper_id", [], pl.String) if computed.taken is None else computed.taken
-    parts = stage.stage_parts(folder, None if found is None else found[0], "paper_id", taken, computed.fresh,
-                              PART_ROWS, MAX_PARTS, stage.placement_path(rows))
+    parts = stage.stage_parts(folder, None if found is None else found.rows, "paper_id", None, computed.fresh,
+                              PART_ROWS, MAX_PARTS, stage.placement_path(rows), dropped=computed.dropped)
     # Its checks validate only the rows not taken over, when those taken over met them all.
-    passed = found is not None and computed.taken is not None and _passed_checks(*found, asset, build)
-    stage.write_scope(rows, build, papers, computed.taken if passed else None)
-    return Enriched(folder, computed, parts)
+    passed = computed.asked is not None and _passed_checks(found, asset, build)
+    taken = current.join(computed.asked.to_frame(), on="paper_id", how="anti")["paper_id"] if passed else None
+    stage.write_scope(rows, build, papers, taken)
+    return Enriched(folder, computed, parts, None if found is None else "deduplication" if delta else "fingerprints")
 
 
-def _passed_checks(rows: Path, sidecar: Path, asset: str, build: str) -> bool:
-    """Whether ``rows`` met every expectation of each per-paper check of ``asset`` under
-    ``build``, against the papers table they were computed from (``sidecar`` names it)."""
-    papers = pl.scan_parquet(sidecar).select("papers").head(1).collect()["papers"]  # the same build wrote it
-    return not papers.is_empty() and background.passed_before(rows, asset, build, Path(papers[0]))
+@dataclass(frozen=True)
+class _Previous:
+    """An enrichment asset's latest staged table, the fingerprints it was computed from and the
+    papers table those are of."""
+
+    rows: Path
+    sidecar: Path
+    papers: str | None
 
 
-def _previous_files(context: dg.AssetExecutionContext, etl: EtlSettings, asset: str, build: str) -> tuple[Path, Path] | None:
+def _passed_checks(found: _Previous, asset: str, build: str) -> bool:
+    """Whether the previous table met every expectation of each per-paper check of ``asset``
+    under ``build``, against the papers table it was computed from."""
+    return bool(found.papers) and background.passed_before(found.rows, asset, build, Path(found.papers))
+
+
+def _previous_files(context: dg.AssetExecutionContext, etl: EtlSettings, asset: str, build: str) -> _Previous | None:
     """The asset's latest staged table and its fingerprints, when the same build computed them."""
     try:
         rows = staged_file(context.instance, etl.warehouse, context.asset_key, None)
@@ -92,8 +110,11 @@ def _previous_files(context: dg.AssetExecutionContext, etl: EtlSettings, asset: 
     sidecar = rows.with_name(f"{FINGERPRINTS.format(asset=asset)}.parquet")
     if not sidecar.exists():
         return None
-    built_by = pl.scan_parquet(sidecar).select("build").head(1).collect()["build"]
-    return (rows, sidecar) if built_by.len() and built_by[0] == build else None
+    # The same build wrote every row; paper_terms' has no papers column.
+    first = pl.scan_parquet(sidecar).select("build", "^papers$").head(1).collect()
+    if not first.height or first["build"][0] != build:
+        return None
+    return _Previous(rows, sidecar, first["papers"][0] if "papers" in first.columns else None)
 
 
 def _variants(papers: Path, paper_occurrences: pl.LazyFrame, records: pl.LazyFrame,
@@ -137,7 +158,7 @@ def paper_links(context: dg.AssetExecutionContext, etl: EtlSettings, papers: Pat
     build = etl.build_fingerprint()
     _, fingerprints, texts = _variants(papers, paper_occurrences, records, build)
     enriched = computed_for_changes(context, etl, build, papers, reuse.pick(fingerprints, "texts"),
-                                    lambda paper_ids: links.extract_links(texts(paper_ids)))
+                                    lambda paper_ids: links.extract_links(texts(paper_ids)), "texts")
     frame = enriched.table().select("paper_id", "kind").collect()
     with_code = frame.filter(pl.col("kind").is_in(links.CODE_KINDS))["paper_id"].n_unique()
     return dg.Output(
@@ -160,7 +181,8 @@ def paper_names(context: dg.AssetExecutionContext, etl: EtlSettings, papers: Pat
     Precision first: papers that introduce no name have no row. Rules: etl_project/enrich/names.py."""
     build = etl.build_fingerprint()
     enriched = computed_for_changes(context, etl, build, papers, _text_fingerprints(papers, build, "abstract"),
-                                    lambda paper_ids: names.extract_names(stage.rows_of(papers, "paper_id", paper_ids, "paper_id", "abstract")))
+                                    lambda paper_ids: names.extract_names(stage.rows_of(papers, "paper_id", paper_ids, "paper_id", "abstract")),
+                                    "canonical")
     frame = enriched.table().select("paper_id", "pattern").collect()
     named = frame["paper_id"].n_unique()
     return dg.Output(
@@ -186,7 +208,8 @@ def paper_topics(context: dg.AssetExecutionContext, etl: EtlSettings, papers: Pa
     taxonomy = topics.load_taxonomy()
     enriched = computed_for_changes(
         context, etl, build, papers, _text_fingerprints(papers, build, "abstract_plain"),
-        lambda paper_ids: topics.tag_topics(stage.rows_of(papers, "paper_id", paper_ids, "paper_id", "abstract_plain"), taxonomy))
+        lambda paper_ids: topics.tag_topics(stage.rows_of(papers, "paper_id", paper_ids, "paper_id", "abstract_plain"), taxonomy),
+        "canonical")
     frame = enriched.table().select("paper_id", "topic", "label").collect()
     counts = frame.group_by("topic", "label").agg(papers=pl.col("paper_id").n_unique()).sort("papers", "topic", descending=[True, False])
     return dg.Output(
@@ -216,14 +239,14 @@ def paper_terms(context: dg.AssetExecutionContext, etl: EtlSettings, papers: Pat
     build = etl.build_fingerprint()
     out = stage.run_path(etl.warehouse, context.run_id, asset)
     folder, fingerprints_file = out.with_name(f"{out.name}.partial"), out.with_name(f"{FINGERPRINTS.format(asset=asset)}.parquet")
-    previous = None if launch.full_refresh(context) else _previous_files(context, etl, asset, build)
+    found = None if launch.full_refresh(context) else _previous_files(context, etl, asset, build)
     hashes, fingerprints, texts = _variants(papers, paper_occurrences, records, build)
     first = hashes["paper_id"].is_first_distinct()  # each paper's canonical text: the rest are its variants
     variants = search_terms.Variants(hashes.filter(~first).select("paper_id", "hash_a", "hash_b"),
                                      lambda paper_ids: search_terms.variants_of(texts(paper_ids)),
                                      reuse.pick(fingerprints, "variants"))
     staged = search_terms.stage_terms(papers, pl.scan_parquet(paper_names), folder, fingerprints_file,
-                                      build, previous, etl.warehouse / stage.STAGE / "duckdb_tmp", variants,
+                                      build, None if found is None else (found.rows, found.sidecar), etl.warehouse / stage.STAGE / "duckdb_tmp", variants,
                                       _text_fingerprints(papers, build, "abstract_plain"))
     return dg.Output(
         folder,  # a folder of parts, moved into place by the IO manager

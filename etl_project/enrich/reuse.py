@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from etl_project.dedup_memo import SEED_A, SEED_B, text_hash
+from etl_project.dedup_memo import SEED_A, SEED_B, Delta, text_hash
 
 FINGERPRINT_SCHEMA = {"paper_id": pl.String, "fp_a": pl.UInt64, "fp_b": pl.UInt64}
 
@@ -28,7 +28,10 @@ class Computed:
     fingerprints: pl.DataFrame  # FINGERPRINT_SCHEMA: what to hand to the next run
     reused: int  # papers whose rows are the previous table's
     computed: int  # papers computed now
-    taken: pl.Series | None = None  # the paper_ids of the papers whose rows are the previous table's (None: none)
+    # When the previous table gives the other papers' rows (None: it gives none): the papers
+    # computed now, and the previous table's papers whose rows go (computed again, or gone).
+    asked: pl.Series | None = None
+    dropped: pl.Series | None = None
 
 
 def fingerprints(inputs: pl.DataFrame | pl.LazyFrame, text: str) -> pl.DataFrame:
@@ -80,17 +83,22 @@ def stand_in(fingerprints: pl.DataFrame, text: str) -> pl.DataFrame:
 
 
 def compute_for_changes(current: pl.DataFrame, compute: Callable[[pl.Series | None], pl.DataFrame],
-                        previous: pl.DataFrame | None = None) -> Computed:
+                        previous: pl.DataFrame | Delta | None = None) -> Computed:
     """The rows of the papers of ``current`` (FINGERPRINT_SCHEMA) that a table computed from
-    ``previous`` (the fingerprints an earlier run of this same code computed its table from;
-    None: none) lacks: ``compute(paper_ids)`` gives the rows of those papers (None: of every
-    paper), and is asked only for the papers whose fingerprint differs. The previous table's rows
-    of every other paper (``Computed.taken``) and these make the table of every paper."""
+    ``previous`` (the fingerprints an earlier run of this same code computed its table from, or
+    the Delta from those to ``current``; None: no table) lacks: ``compute(paper_ids)`` gives the
+    rows of those papers (None: of every paper), and is asked only for the papers whose
+    fingerprint differs. The previous table's rows of every other paper and these make the table
+    of every paper."""
     if previous is None:
         return Computed(compute(None), current, 0, current.height)
-    same = current.join(previous, on=["paper_id", "fp_a", "fp_b"], how="semi").select("paper_id")
-    todo = current.join(same, on="paper_id", how="anti", maintain_order="left")["paper_id"]
+    if isinstance(previous, Delta):
+        todo, dropped = previous.changed, pl.concat([previous.changed, previous.gone])
+    else:
+        same = current.join(previous, on=["paper_id", "fp_a", "fp_b"], how="semi").select("paper_id")
+        todo = current.join(same, on="paper_id", how="anti", maintain_order="left")["paper_id"]
+        dropped = previous.join(same, on="paper_id", how="anti")["paper_id"]
     fresh = compute(todo)
-    if fresh.filter(pl.col("paper_id").is_in(same["paper_id"].implode())).height:
+    if fresh.filter(~pl.col("paper_id").is_in(todo.implode())).height:
         raise RuntimeError("computing some papers gave rows of papers it was not given")
-    return Computed(fresh, current, same.height, todo.len(), same["paper_id"])
+    return Computed(fresh, current, current.height - todo.len(), todo.len(), todo, dropped)
