@@ -300,8 +300,8 @@ def bands_of(hashes: pl.DataFrame, memo: Memo, texts: Texts,
              config: NearConfig) -> tuple[np.ndarray, np.ndarray, pl.LazyFrame, pl.DataFrame]:
     """(eligible indices, their band hashes, the bands table for the next memo, the computed
     rows of it) of the distinct keys ``hashes`` (hash_a, hash_b, in priority order): looked up,
-    or computed from their text. The table is the memo's rows of these keys, streamed when it is
-    written, and the computed ones."""
+    or computed from their text. The table is the memo's rows of these keys and the computed
+    ones, streamed when the next memo writes it whole (else it grows by the computed rows: Growth)."""
     keys = hashes.select(KEY)
     rows = keys.with_row_index("row").lazy()
     found = rows.join(memo.bands.select(*KEY, "eligible"), on=KEY).select("row", "eligible").collect()

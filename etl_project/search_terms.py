@@ -208,16 +208,17 @@ def stage_terms(papers: pl.LazyFrame | Path, paper_names: pl.LazyFrame, folder: 
         placed = current.join(earlier, on=["paper_id", "fp_a", "fp_b"]).select("paper_id", "part")
         losing = dict(earlier.filter(pl.col("part").is_not_null()).join(placed, on="paper_id", how="anti")
                       .group_by("part").agg("paper_id").iter_rows())
-        renamed = {}
+        renamed, rewrites = {}, []
         for part in sorted(placed["part"].drop_nulls().unique()):
             if part not in losing:
                 stage.link_or_copy(before / part, folder / part)
                 linked += 1
                 continue
-            # Streamed through Polars, which keeps the part's order: no sort, both cores.
+            # Streamed through Polars, which keeps the part's order: no sort.
             renamed[part] = _part_name()
-            stage.write(pl.scan_parquet(before / part).filter(~pl.col("paper_id").is_in(losing[part])), folder / renamed[part])
-            written += 1
+            rewrites.append((pl.scan_parquet(before / part).filter(~pl.col("paper_id").is_in(losing[part])), folder / renamed[part]))
+        stage.write_each(rewrites)
+        written += len(rewrites)
         placed = placed.with_columns(pl.col("part").replace(renamed))
     todo = current.join(placed, on="paper_id", how="anti", maintain_order="left")["paper_id"]
     chosen = (stage.rows_of(papers, "paper_id", todo, *PAPER_COLUMNS) if isinstance(papers, Path)

@@ -28,6 +28,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +47,7 @@ LANDING_MANIFEST = "landing_tables.manifest"  # beside a run's landing tables: t
 # the number of files, at a few tens of times this (short one-line records cost the most per
 # byte). Smaller batches than this cost parse speed; larger ones memory for no speed.
 BATCH_BYTES = 16 << 20
+WRITERS = 2  # parts a table staged as parts rewrites at once (write_each)
 
 
 @functools.cache
@@ -83,6 +85,14 @@ def write(frame: pl.DataFrame | pl.LazyFrame, path: Path) -> None:
     else:
         frame.write_parquet(partial, compression="zstd", statistics=True)
     partial.replace(path)
+
+
+def write_each(frames: Iterable[tuple[pl.LazyFrame, Path]]) -> None:
+    """``write`` each (frame, path), WRITERS at a time: one part's decode and zstd encode leave a
+    core idle, two keep both busy (16 parts of papers rewritten: 2.45 s against 3.04 s)."""
+    with ThreadPoolExecutor(WRITERS) as pool:
+        for done in [pool.submit(write, frame, path) for frame, path in frames]:
+            done.result()
 
 
 def batches(paths: Iterable[Path], batch_bytes: int | None = None) -> Iterator[list[int]]:
@@ -380,9 +390,9 @@ def rows_of(table: Path, key: str, keys: pl.Series | None, *columns: str) -> pl.
 def stage_parts(folder: Path, before: Path | None, key: str, kept: pl.Series | None, fresh: pl.DataFrame,
                 rows_per_part: int, max_parts: int, placed: Path | None = None, dropped: pl.Series | None = None) -> PartsStaged:
     """A table staged in ``folder`` as Parquet parts: the rows of ``before`` (a staged table,
-    one file or a folder of parts; None: none) whose ``key`` is in ``kept`` (None: whose key is
-    not in ``dropped``, the fewer when a run changes little; None: every row), then ``fresh``,
-    all of ``fresh``'s columns. A part of ``before`` whose rows all stay is hard-linked, never
+    one file or a folder of parts; None: none) whose ``key`` is in ``kept``, or, with ``kept``
+    None, not in ``dropped`` (the fewer when a run changes little; None: no key), then
+    ``fresh``, all of ``fresh``'s columns. A part of ``before`` whose rows all stay is hard-linked, never
     decoded (at most its key column is read, when ``before`` has no placement); one that keeps
     some is rewritten without the others, streamed; ``fresh`` goes to new parts of
     ``rows_per_part`` rows, in order. So a run that changes a few rows writes those and the
@@ -409,8 +419,9 @@ def stage_parts(folder: Path, before: Path | None, key: str, kept: pl.Series | N
         (pl.Series(dtype=key_type) if dropped is None else dropped).implode())
     held = held.with_columns(stays=stays)
     losing = held.group_by("part").agg(all_go=~pl.col("stays").any(), gone=pl.col(key).filter(~pl.col("stays")))
-    linked = rewritten = 0
+    linked = 0
     renamed: dict[str, str] = {}
+    rewrites = []
     for name, all_go, gone in losing.sort("part").iter_rows():
         if all_go:
             continue
@@ -419,9 +430,10 @@ def stage_parts(folder: Path, before: Path | None, key: str, kept: pl.Series | N
             linked += 1
         else:
             renamed[name] = f"{new_batch_id()}.parquet"
-            write(pl.scan_parquet(parts[name]).filter(~pl.col(key).is_in(pl.Series(gone, dtype=key_type).implode()))
-                  .select(fresh.columns).cast(fresh.schema), folder / renamed[name])
-            rewritten += 1
+            rewrites.append((pl.scan_parquet(parts[name]).filter(~pl.col(key).is_in(pl.Series(gone, dtype=key_type).implode()))
+                             .select(fresh.columns).cast(fresh.schema), folder / renamed[name]))
+    write_each(rewrites)
+    rewritten = len(rewrites)
     prefix = new_batch_id()
     starts = range(0, fresh.height, rows_per_part)
     fresh_parts = [pl.DataFrame(schema={key: key_type, "part": pl.String})]
