@@ -4,8 +4,11 @@ Each table's rows are written once, by Polars, as zstd Parquet files under the l
 (``<data>/main/<table>/etl-<run>-<uuid>.parquet``) and registered in place with
 ``ducklake_add_data_files``. A table handed over as a file or a folder of parts (the run's stage
 writes zstd) is hard-linked there, part by part, not rewritten; only a file in another codec, or a
-data path on another device or in object storage, costs a copy. One DuckLake transaction then
-replaces every table's rows, creates search_papers and the views, and commits with a message naming the
+data path on another device or in object storage, costs a copy. A part the table already holds
+(a file the stage linked from the previous run's parts, which the lake then linked too) is not
+linked or registered again, and the table's files that are no part of it now are deleted from
+it whole, which DuckLake records without a delete file. One DuckLake transaction makes every
+table's rows the new ones, creates search_papers and the views, and commits with a message naming the
 Dagster run: a reader sees the previous snapshot or this one, never half of each, and a run that
 fails or is killed before the commit leaves the previous snapshot current. Data files that no
 snapshot lists (a killed run's) are deleted by the next publish, which holds the run lock; files
@@ -98,34 +101,32 @@ def publish(tables: Mapping[str, pl.DataFrame | pl.LazyFrame | Path], target: La
     refuse_old_layout(target.warehouse)
     retention = retention or Retention.from_env()
     con = lake.attach(target, read_only=False, memory_limit=settings.duckdb_memory_limit())
-    written: list[str] = []
+    written: list[str] = []  # the data files this publish wrote
+    attempt: set[str] = set()  # those the latest attempt at the commit registered
+    registered: set[str] = set()  # those the committed snapshot lists
+    row_counts: dict[str, int] = {}
     try:
         _prepare(con)
         notes = _delete_orphans(con)
-        files: dict[str, list[tuple[str, int]]] = {}
-        for name, frame in tables.items():
-            files[name] = []
-            for part in _parts(frame):
-                files[name].append(_write_data_file(part, target.data_path, name, run_id))
-                written.append(files[name][-1][0])
-        row_counts = {name: sum(rows for _, rows in parts) for name, parts in files.items()}
 
         def snapshot() -> None:
-            for name, parts in files.items():
-                columns = _replace_rows(con, name, parts)
+            attempt.clear()
+            for name, frame in tables.items():
+                added, row_counts[name], columns = _replace_rows(con, target, name, _parts(frame), run_id, written)
+                attempt.update(added)
                 for statement in contract.comment_statements(name, columns):
                     con.execute(statement)
             warehouse_sql.publish_analysis_layer(con)
             _commit_message(con, f"run {run_id}", {"run_id": run_id, "tables": row_counts, **(built_from or {})})
 
         notes += _in_transaction(con, snapshot)
-        written = [path for parts in files.values() for path, rows in parts if not rows]  # the lake's now, but for empty ones (never registered)
+        registered = attempt
         snapshot_id = _snapshot_of_run(con, run_id)
         notes += expire_snapshots(con, retention)
         lake.write_open_sql(target)
     finally:
-        for path in written:  # never registered: nothing lists them
-            if "://" not in path:
+        for path in written:  # never registered (empty, or an attempt that did not commit): nothing lists them
+            if path not in registered and "://" not in path:
                 Path(path).unlink(missing_ok=True)
         con.close()
     return Published(snapshot_id, row_counts, notes)
@@ -171,20 +172,70 @@ def _is_zstd(footer: pq.FileMetaData) -> bool:
                for g in range(footer.num_row_groups) for c in range(footer.num_columns))
 
 
-def _replace_rows(con: duckdb.DuckDBPyConnection, table: str, files: list[tuple[str, int]]) -> list[str]:
-    """``table`` gets exactly the rows of the data ``files`` (path, rows), all of one schema: it
-    is dropped and created again from that schema (columns may change with a new release of the
-    code), and each file holding rows registered. Earlier snapshots keep the dropped table's rows
-    (time travel and rollback reach them); a DELETE of every row would instead write a delete file
-    as long as the table (16 s for the 45M rows of paper_terms at a million records). Returns the
-    table's column names."""
-    first = literal(files[0][0])
-    con.execute(f"DROP TABLE IF EXISTS {quote(table)}")
-    con.execute(f"CREATE TABLE {quote(table)} AS SELECT * FROM read_parquet({first}) LIMIT 0")
-    for path, rows in files:
-        if rows:
+def _replace_rows(con: duckdb.DuckDBPyConnection, target: Lake, table: str, parts: list[pl.DataFrame | pl.LazyFrame | Path],
+                  run_id: str, written: list[str]) -> tuple[list[str], int, list[str]]:
+    """``table`` gets exactly the rows of ``parts``, all of one schema. When it has that schema
+    and already holds some of the parts as they are (_held), it keeps those, the files it holds
+    that are no part now are deleted from it whole, and the other parts are written (``written``)
+    and registered. Otherwise it is dropped and created again from that schema (columns may
+    change with a new release of the code) with every part: earlier snapshots keep the dropped
+    table's rows (time travel and rollback reach them), where a DELETE of every row would write a
+    delete file as long as the table (16 s for the 45M rows of paper_terms at a million records).
+    Returns the data files registered, the table's row count and its column names."""
+    held = _held(con, target, table, parts)
+    kept = {_file_id(part) for part in parts} & set(held.values())
+    rows, added = 0, []
+    for part in parts:
+        if _file_id(part) in kept:
+            rows += pq.read_metadata(part).num_rows
+            continue
+        path, count = _write_data_file(part, target.data_path, table, run_id)
+        written.append(path)
+        rows += count
+        added.append((path, count))
+    if kept:
+        gone, seen = [], set()
+        for path, file in held.items():  # a part the table lists twice (never so far) keeps one
+            if file not in kept or file in seen:
+                gone.append(path)
+            seen.add(file)
+        if gone:
+            con.execute(f"DELETE FROM {quote(table)} WHERE filename IN ({', '.join(literal(path) for path in gone)})")
+    else:
+        con.execute(f"DROP TABLE IF EXISTS {quote(table)}")
+        con.execute(f"CREATE TABLE {quote(table)} AS SELECT * FROM read_parquet({literal(added[0][0])}) LIMIT 0")
+    for path, count in added:
+        if count:
             con.execute(f"CALL ducklake_add_data_files({literal(ALIAS)}, {literal(table)}, {literal(path)})")
-    return [name for name, *_ in con.execute(f"DESCRIBE SELECT * FROM read_parquet({first})").fetchall()]
+    return [path for path, count in added if count], rows, _columns(con, table)
+
+
+def _file_id(part: pl.DataFrame | pl.LazyFrame | Path) -> tuple[int, int] | None:
+    """What tells a file apart from every other, whatever its name (a hard link shares it)."""
+    if not isinstance(part, Path):
+        return None
+    stat = part.stat()
+    return stat.st_dev, stat.st_ino
+
+
+def _held(con: duckdb.DuckDBPyConnection, target: Lake, table: str,
+          parts: list[pl.DataFrame | pl.LazyFrame | Path]) -> dict[str, tuple[int, int]]:
+    """Every data file of the lake's ``table`` with its _file_id, when the table's columns are
+    those of ``parts`` (files, on this machine) and each file is there with all its rows (no
+    DELETE of some made a delete file); empty otherwise."""
+    if "://" in target.data_path or not parts or not all(isinstance(part, Path) for part in parts):
+        return {}
+    columns = con.execute(
+        f"SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = {literal(ALIAS)} "
+        f"AND schema_name = 'main' AND table_name = {literal(table)} ORDER BY column_index"
+    ).fetchall()
+    described = con.execute(f"DESCRIBE SELECT * FROM read_parquet({literal(str(parts[0]))})").fetchall()
+    if not columns or columns != [(name, kind) for name, kind, *_ in described]:
+        return {}
+    listed = con.execute(f"SELECT data_file, delete_file FROM ducklake_list_files({literal(ALIAS)}, {literal(table)})").fetchall()
+    if any(deletes is not None or not os.path.exists(path) for path, deletes in listed):
+        return {}
+    return {path: _file_id(Path(path)) for path, _ in listed}
 
 
 def _columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:

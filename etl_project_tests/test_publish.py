@@ -106,6 +106,53 @@ def test_one_snapshot_per_publish_named_after_its_run_with_history_and_time_trav
     assert query(wh, f"SELECT count(*) FROM papers AT (VERSION => {first.snapshot_id})") == [(2,)]
 
 
+def test_parts_the_table_holds_stay_registered_and_the_others_go_whole(tmp_path: Path):
+    """A table handed over as parts, as the stage hands them on (the parts that did not change
+    hard-linked from the previous run's): those the lake holds are not registered again, the
+    files of the parts that went are deleted whole (no delete file), time travel still reaches
+    the old rows; a table whose columns changed is created again."""
+    wh, stage = tmp_path / "wh", tmp_path / "stage"
+
+    def parts(run: str, numbers: list[int], before: str | None = None, same: tuple[int, ...] = ()) -> Path:
+        folder = stage / run / "papers.parquet"
+        folder.mkdir(parents=True)
+        for n in numbers:
+            if n in same:
+                (folder / f"{n}.parquet").hardlink_to(stage / before / "papers.parquet" / f"{n}.parquet")
+            else:
+                pl.DataFrame({"paper_id": [f"{n}-{i}" for i in range(3)], "abstract": [f"{run} {n}"] * 3}).write_parquet(
+                    folder / f"{n}.parquet", compression="zstd")
+        return folder
+
+    def files() -> dict[str, str]:
+        with etl_project.connect(wh) as con:
+            listed = con.sql("SELECT data_file, delete_file FROM ducklake_list_files('lake', 'papers')").fetchall()
+        assert all(deletes is None for _, deletes in listed)
+        return {path: Path(path).stat().st_ino for path, _ in listed}
+
+    def published(folder: Path) -> list[tuple]:
+        return sorted(pl.read_parquet(folder).rows(), key=repr)
+
+    first = publish.publish({"papers": parts("one", [1, 2, 3])}, lake.Lake.of(wh), "one")
+    before = files()
+    second = publish.publish({"papers": parts("two", [1, 3, 4], "one", same=(1, 3))}, lake.Lake.of(wh), "two")
+    after = files()
+    assert second.row_counts == {"papers": 9} and query(wh, "SELECT count(*) FROM papers") == [(9,)]
+    assert tables(wh)["papers"] == published(stage / "two" / "papers.parquet")
+    kept = {path: inode for path, inode in before.items() if path in after}
+    assert len(kept) == 2 and set(kept.values()) == {(stage / "one" / "papers.parquet" / f"{n}.parquet").stat().st_ino for n in (1, 3)}
+    assert len(after) == 3  # part 2's file went whole; part 4's was added
+    assert tables(wh, first.snapshot_id)["papers"] == published(stage / "one" / "papers.parquet")
+
+    # Another column: the table is made again, every part registered anew.
+    folder = stage / "three" / "papers.parquet"
+    folder.mkdir(parents=True)
+    pl.read_parquet(stage / "two" / "papers.parquet" / "1.parquet").with_columns(pl.lit(1).alias("extra")).write_parquet(
+        folder / "1.parquet", compression="zstd")
+    publish.publish({"papers": folder}, lake.Lake.of(wh), "three")
+    assert not set(files()) & set(after) and query(wh, "SELECT count(*), min(extra) FROM papers") == [(3, 1)]
+
+
 @pytest.mark.parametrize("fault", ["analysis_layer", "unreadable_data_file"])
 def test_failing_publish_commits_nothing_and_removes_the_files_it_wrote(tmp_path: Path, monkeypatch, fault: str):
     wh = tmp_path / "wh"
