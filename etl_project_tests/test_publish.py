@@ -106,11 +106,12 @@ def test_one_snapshot_per_publish_named_after_its_run_with_history_and_time_trav
     assert query(wh, f"SELECT count(*) FROM papers AT (VERSION => {first.snapshot_id})") == [(2,)]
 
 
-def test_parts_the_table_holds_stay_registered_and_the_others_go_whole(tmp_path: Path):
+def test_parts_the_table_holds_stay_registered_and_the_others_go_whole(tmp_path: Path, monkeypatch):
     """A table handed over as parts, as the stage hands them on (the parts that did not change
     hard-linked from the previous run's): those the lake holds are not registered again, the
     files of the parts that went are deleted whole (no delete file), time travel still reaches
-    the old rows; a table whose columns changed is created again."""
+    the old rows; a table whose columns changed, or that would drop more rows than its kept
+    files are worth, is created again."""
     wh, stage = tmp_path / "wh", tmp_path / "stage"
 
     def parts(run: str, numbers: list[int], before: str | None = None, same: tuple[int, ...] = ()) -> Path:
@@ -143,6 +144,12 @@ def test_parts_the_table_holds_stay_registered_and_the_others_go_whole(tmp_path:
     assert len(kept) == 2 and set(kept.values()) == {(stage / "one" / "papers.parquet" / f"{n}.parquet").stat().st_ino for n in (1, 3)}
     assert len(after) == 3  # part 2's file went whole; part 4's was added
     assert tables(wh, first.snapshot_id)["papers"] == published(stage / "one" / "papers.parquet")
+
+    monkeypatch.setattr(publish, "KEPT_FILE_ROWS", 1)  # part 4's three rows are more than the two kept files' worth
+    publish.publish({"papers": parts("two-b", [1, 3, 5], "two", same=(1, 3))}, lake.Lake.of(wh), "two-b")
+    assert not set(files()) & set(after) and tables(wh)["papers"] == published(stage / "two-b" / "papers.parquet")
+    monkeypatch.undo()
+    after = files()
 
     # Another column: the table is made again, every part registered anew.
     folder = stage / "three" / "papers.parquet"

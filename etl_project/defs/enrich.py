@@ -4,8 +4,10 @@ and the search terms search_papers scores.
 Each is computed only for the papers whose texts changed since the previous run's table, which
 gives the rest (etl_project/enrich/reuse.py, etl_project/search_terms.py); a full refresh
 computes every paper again. Texts are told apart by the fingerprints of every paper's texts that
-the deduplication stages (etl_project.dedup_memo.paper_fingerprints), so each step reads only
-the texts of the papers it computes, from the parts of papers that hold them."""
+the deduplication stages (etl_project.dedup_memo.paper_fingerprints), or, for a table computed
+from the papers the deduplication started from, by the changes it staged since those
+(dedup_memo.paper_changes); each step reads only the texts of the papers it computes, from the
+parts of papers that hold them."""
 
 from collections.abc import Callable
 from dataclasses import dataclass
