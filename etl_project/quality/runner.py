@@ -293,7 +293,7 @@ class GxWorker:
         if _shared is None:
             return
         for process in list(getattr(_shared._pool, "_processes", {}).values()):
-            process.kill()  # not terminate(): a SIGTERM the process does not act on yet lets the import run on
+            process.kill()  # SIGKILL: a terminated worker went on importing in some full test runs (cause not found)
         _shared._pool.shutdown(wait=True, cancel_futures=True)
         _shared = None
 
