@@ -217,9 +217,7 @@ def write_changes(folder: Path, since: Path | None, then: pl.DataFrame | None, n
                      & pl.col(f"{kind}_b").eq_missing(pl.col(f"{kind}_b_then")))).alias(kind) for kind in CHANGE_KINDS),
         gone=gone,
     ).filter(pl.any_horizontal(*CHANGE_KINDS, "gone"))
-    partial = path.with_name(path.name + ".partial")
-    changes.write_parquet(partial, compression="zstd", metadata={"since": str(since)})
-    partial.replace(path)
+    stage.write(changes, path, {"since": str(since)})
 
 
 def paper_changes(papers_file: Path, build: str, kind: str, since: str) -> Delta | None:

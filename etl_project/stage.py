@@ -76,14 +76,15 @@ def run_path(warehouse: Path, run_id: str, asset: str) -> Path:
     return warehouse / STAGE / RUNS / run_id / f"{asset}.parquet"
 
 
-def write(frame: pl.DataFrame | pl.LazyFrame, path: Path) -> None:
-    """Stage one frame; a LazyFrame is streamed to disk, never held whole in memory."""
+def write(frame: pl.DataFrame | pl.LazyFrame, path: Path, metadata: dict[str, str] | None = None) -> None:
+    """Stage one frame (with the file's key-value ``metadata``); a LazyFrame is streamed to disk,
+    never held whole in memory."""
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
     if isinstance(frame, pl.LazyFrame):
-        frame.sink_parquet(partial, compression="zstd", statistics=True)
+        frame.sink_parquet(partial, compression="zstd", statistics=True, metadata=metadata)
     else:
-        frame.write_parquet(partial, compression="zstd", statistics=True)
+        frame.write_parquet(partial, compression="zstd", statistics=True, metadata=metadata)
     partial.replace(path)
 
 
