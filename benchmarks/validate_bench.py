@@ -67,7 +67,7 @@ def suite_calls(tables: dict):
         (suites.RAW_RECORDS, lambda: suites.raw_records_frame(raw)),
         (suites.records_suite(raw.height), lambda: suites.records_frame(tables["records"])),
         (suites.PAPERS, lambda: suites.papers_frame(papers)),
-        (suites.PAPER_OCCURRENCES, lambda: suites.paper_occurrences_frame(tables["paper_occurrences"], raw, papers)),
+        (suites.PAPER_OCCURRENCES, lambda: suites.paper_occurrences_frame(tables["paper_occurrences"], papers)),
         (suites.SOURCE_OVERLAP, lambda: tables["source_overlap"]),
         (suites.PAPERS_PLAIN_TEXT, lambda: suites.papers_plain_text_frame(papers)),
         (suites.PAPER_LINKS, lambda: suites.paper_links_frame(tables["paper_links"], papers)),

@@ -5,9 +5,11 @@ tables it produced itself. A run of only some assets (from the UI, say) publishe
 their latest materializations, made by other runs: these cheap joins make sure that they still
 describe the same records, and the publish step refuses when they do not. The landing tables'
 suites validate only the rows of files new to the warehouse (suites.SuiteCheck.delta), and the
-papers suites only the papers a run changed (suites.SuiteCheck.per_paper), so what holds across
-them is checked here over the whole tables: file names, record ids and paper ids unique (a
-paper_id is the hash of its dedup_key, so keys are unique too), one ordinal per record of a file.
+per-paper suites only the rows of the papers a run worked out (suites.SuiteCheck.per_paper), so
+what holds across them is checked here over the whole tables: file names, record ids and paper
+ids unique (a paper_id is the hash of its dedup_key, so keys are unique too), one ordinal per
+record of a file, every raw record in exactly one paper, every row of a per-paper table of a
+paper there is.
 """
 
 from collections.abc import Mapping
@@ -28,7 +30,7 @@ def cross_table_problems(tables: Mapping[str, pl.DataFrame | pl.LazyFrame]) -> l
     problems = []
     for table, frame, key in (("source_files", files, ["source_file"]), ("raw_records", raw, ["record_id"]),
                               ("raw_records", raw, ["source_file", "ordinal"]), ("records", records, ["record_id"]),
-                              ("papers", papers, ["paper_id"])):
+                              ("paper_occurrences", occurrences, ["record_id"]), ("papers", papers, ["paper_id"])):
         keys = frame.select(key)
         repeated = keys.filter(keys.is_duplicated()).unique(maintain_order=True).head(4)
         if repeated.height:
@@ -44,15 +46,22 @@ def cross_table_problems(tables: Mapping[str, pl.DataFrame | pl.LazyFrame]) -> l
             problems.append(f"{name} does not hold exactly the raw records' record_ids")
     if _differ(papers["paper_id"], occurrences["paper_id"]):
         problems.append("paper_occurrences and papers disagree on the set of paper_ids")
-    if "paper_terms" in tables:
-        # The runs of equal paper_ids hold each paper_id at least once, whatever the order; as a
-        # part is sorted by paper_id, there are about as many runs as papers: one pass over 45M
-        # rows, where unique() would hash them all.
-        runs = tables["paper_terms"].lazy().select(pl.col("paper_id").rle().struct.field("value").alias("paper_id"))
-        stray = runs.join(papers.lazy(), on="paper_id", how="anti").unique(maintain_order=True).head(4).collect()
+    for table in PER_PAPER_TABLES:
+        if table not in tables:
+            continue
+        # The runs of equal paper_ids hold each paper_id at least once, whatever the order; a
+        # part of paper_terms is sorted by paper_id, so there are about as many runs as papers:
+        # one pass over its 45M rows, where unique() would hash them all.
+        ids = tables[table].lazy().select(pl.col("paper_id").rle().struct.field("value").alias("paper_id"))
+        stray = ids.join(papers.lazy(), on="paper_id", how="anti").unique(maintain_order=True).head(4).collect()
         if stray.height:
-            problems.append(f"paper_terms holds papers that papers does not: {_sample(stray['paper_id'])}")
+            problems.append(f"{table} holds papers that papers does not: {_sample(stray['paper_id'])}")
     return problems
+
+
+# Tables of rows per paper. Their suite checks validate the rows of the papers a run worked out,
+# so a row of a paper that papers lacks (one that is gone, say) is found here.
+PER_PAPER_TABLES = ("paper_links", "paper_names", "paper_topics", "paper_terms")
 
 
 def _differ(a: pl.Series, b: pl.Series) -> bool:

@@ -263,21 +263,21 @@ def delta_path(table_path: Path, build: str) -> Path:
 
 
 def scope_path(table_path: Path, build: str, papers: Path) -> Path:
-    """The papers (paper_id) whose rows a staged per-paper table took over from the previous
-    table, which met its checks' every expectation then (suites.SuiteCheck.per_paper): its checks
-    validate every other row, under ``build`` and against the ``papers`` table it was computed
-    from (named by the run that staged it). ``<table>.scope-<build>-<papers run>.parquet``; none:
-    the whole table."""
-    return table_path.with_name(f"{table_path.name.removesuffix('.parquet')}.scope-{build[:16]}-{papers.parent.name}.parquet")
+    """The papers (paper_id) whose rows a staged per-paper table's checks validate: those the run
+    worked out. The rows of every other paper are the previous table's, which met its checks'
+    every expectation then (suites.SuiteCheck.per_paper). Under ``build`` and against the
+    ``papers`` table it was computed from (named by the run that staged it):
+    ``<table>.checked-<build>-<papers run>.parquet``; none: the whole table."""
+    return table_path.with_name(f"{table_path.name.removesuffix('.parquet')}.checked-{build[:16]}-{papers.parent.name}.parquet")
 
 
-def write_scope(table_path: Path, build: str, papers: Path, taken: pl.Series | None) -> None:
-    """Stage ``scope_path``: the papers ``taken`` over (None: none, the whole table is validated;
-    a retried step's scope is removed)."""
+def write_scope(table_path: Path, build: str, papers: Path, checked: pl.Series | None) -> None:
+    """Stage ``scope_path``: the papers ``checked`` (None: the whole table is validated; a
+    retried step's scope is removed)."""
     scope = scope_path(table_path, build, papers)
     scope.unlink(missing_ok=True)
-    if taken is not None:
-        write(taken.to_frame("paper_id"), scope)
+    if checked is not None:
+        write(checked.unique().to_frame("paper_id"), scope)
 
 
 def passed_path(table_path: Path, check: str, build: str, papers: Path) -> Path:

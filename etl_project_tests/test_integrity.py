@@ -15,6 +15,9 @@ def consistent() -> dict[str, pl.DataFrame]:
         "paper_occurrences": pl.DataFrame({"record_id": record_ids, "paper_id": ["p1", "p1", "p2"]}),
         "papers": pl.DataFrame({"paper_id": ["p1", "p2"]}),
         "paper_terms": pl.DataFrame({"paper_id": ["p1", "p1"], "term": ["graph", "learn"]}),  # p2: no terms
+        "paper_links": pl.DataFrame({"paper_id": ["p2"], "url": ["https://example.org"]}),
+        "paper_names": pl.DataFrame({"paper_id": ["p1", "p2", "p1"], "name": ["BERT", "GPT", "T5"]}),
+        "paper_topics": pl.DataFrame({"paper_id": ["p1", "p2"], "topic": ["nlp", "other"]}),
     }
 
 
@@ -33,16 +36,27 @@ def test_tables_that_agree_have_no_problems():
             {"record_id": ["a.txt:1", "a.txt:2", "c.txt:1"], "paper_id": ["p1", "p1", "p2"]},
             "paper_occurrences does not hold exactly",
         ),
-        ("papers", {"paper_id": ["p1", "p3"]}, "paper_occurrences and papers disagree"),
+        # p2 gone from papers: its occurrence, link, name and topic are rows of no paper
+        ("papers", {"paper_id": ["p1", "p3"]}, ("paper_occurrences and papers disagree", "paper_links holds papers that papers does not: 'p2'",
+                                                "paper_names holds papers that papers does not: 'p2'",
+                                                "paper_topics holds papers that papers does not: 'p2'")),
         ("papers", {"paper_id": ["p1", "p2", "p3"]}, "paper_occurrences and papers disagree"),
         # a paper without terms is fine (no text but stopwords), a term of no paper is not
         ("paper_terms", {"paper_id": ["p1", "p9"], "term": ["graph", "graph"]}, "paper_terms holds papers that papers does not: 'p9'"),
+        # the per-paper checks validate the papers a run worked out: a row of a paper that is gone,
+        # or of none, is found here
+        ("paper_links", {"paper_id": ["p2", "p7"], "url": ["https://a.org", "https://b.org"]},
+         "paper_links holds papers that papers does not: 'p7'"),
+        ("paper_names", {"paper_id": ["p1", None], "name": ["BERT", "GPT"]}, "paper_names holds papers that papers does not: None"),
+        ("paper_topics", {"paper_id": ["p3", "p1", "p2"], "topic": ["nlp", "nlp", "other"]},
+         "paper_topics holds papers that papers does not: 'p3'"),
     ],
 )
 def test_each_id_mismatch_is_found(table, frame, expected):
     tables = consistent() | {table: pl.DataFrame(frame)}
     problems = cross_table_problems(tables)
-    assert len(problems) == 1 and problems[0].startswith(expected), problems
+    expected = (expected,) if isinstance(expected, str) else expected
+    assert len(problems) == len(expected) and all(p.startswith(e) for p, e in zip(problems, expected, strict=True)), problems
 
 
 def test_a_file_whose_record_count_is_off_is_named():
@@ -63,11 +77,14 @@ def test_a_file_whose_record_count_is_off_is_named():
          "records repeats record_id: 'a.txt:1'"),
         # a paper a run changed beside the same paper kept from the previous table
         ("papers", lambda f: pl.concat([f, f.head(1)]), "papers repeats paper_id: 'p1'"),
+        # a record in two papers: each paper's occurrences alone look right
+        ("paper_occurrences", lambda f: pl.concat([f, f.tail(1).with_columns(paper_id=pl.lit("p1"))]),
+         "paper_occurrences repeats record_id: 'b.txt:1'"),
     ],
 )
 def test_what_must_hold_across_files_is_checked_over_the_whole_tables(table, change, expected):
-    """The landing suites validate only new files' rows, the papers suites only the papers a run
-    changed: a repeat across them is found here."""
+    """The landing suites validate only new files' rows, the per-paper suites only the papers a
+    run worked out: a repeat across them is found here."""
     tables = consistent()
     tables[table] = change(tables[table])
     problems = cross_table_problems(tables)

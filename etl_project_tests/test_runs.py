@@ -100,11 +100,12 @@ def test_runs_follow_the_folder_new_changed_removed(tmp_path: Path, instance):
     for asset in ("paper_links", "paper_names", "paper_topics"):
         assert [parse_metadata(result, asset)[key] for key in ("changes_from", "papers_computed", "papers_reused")] == ["deduplication", 1, 3]
     # The landing suites validate the rows of b and c only (a's passed in the first run); the
-    # other suites whole tables.
-    assert validated_rows(first)["raw_records_suite"] == 4
+    # occurrences suite those of the papers that changed or have a record in b or c: abstract 0
+    # (in a and c), 3 and 4, not 1 (a's alone).
+    assert (validated_rows(first)["raw_records_suite"], validated_rows(first)["paper_occurrences_suite"]) == (4, 4)
     validated = validated_rows(result)
     assert (validated["source_files_suite"], validated["raw_records_suite"], validated["records_suite"]) == (2, 3, 3)
-    assert validated["paper_occurrences_suite"] == 5 and parse_metadata(result, "source_files")["files_validated"] == 2
+    assert validated["paper_occurrences_suite"] == 4 and parse_metadata(result, "source_files")["files_validated"] == 2
 
     # a is removed: nothing parsed, its records are gone from the next publish, and its batch,
     # which no manifest points at any more, is pruned.

@@ -80,10 +80,9 @@ def computed_for_changes(context: dg.AssetExecutionContext, etl: EtlSettings, bu
     folder = rows.with_name(f"{rows.name}.partial")
     parts = stage.stage_parts(folder, None if found is None else found.rows, "paper_id", None, computed.fresh,
                               PART_ROWS, MAX_PARTS, stage.placement_path(rows), dropped=computed.dropped)
-    # Its checks validate only the rows not taken over, when those taken over met them all.
+    # Its checks validate only the rows of the papers computed, when those taken over met them all.
     passed = computed.asked is not None and _passed_checks(found, asset, build)
-    taken = current.join(computed.asked.to_frame(), on="paper_id", how="anti")["paper_id"] if passed else None
-    stage.write_scope(rows, build, papers, taken)
+    stage.write_scope(rows, build, papers, computed.asked if passed else None)
     return Enriched(folder, computed, parts, None if found is None else "deduplication" if delta else "fingerprints")
 
 

@@ -24,7 +24,7 @@ from etl_project.quality.suites import SUITE_CHECKS, SuiteCheck
 # Data Docs of this many runs are kept (each run's site is its own folder; check links stay valid).
 KEEP_DOCS_RUNS = 20
 
-SCOPE = runner.SCOPE  # in validated_paths: the papers whose rows a per-paper check does not validate again
+SCOPE = runner.SCOPE  # in validated_paths: the papers whose rows a per-paper check validates
 # (run id, check name) -> (the files validated, the verdict to come)
 _started: dict[tuple[str, str], tuple[dict[str, Path], Future]] = {}
 _lock = threading.Lock()
@@ -53,7 +53,7 @@ def validated_paths(check: SuiteCheck, paths: dict[str, Path], build: str | None
     """The files ``check`` validates: for a check of the landing rows not yet validated
     (SuiteCheck.delta), each staged table's delta that this ``build`` chose beside it; for a
     per-paper check (SuiteCheck.per_paper), the tables and, as ``SCOPE``, the papers whose rows it
-    took over, which this ``build`` wrote beside the checked table; the tables themselves when
+    validates, which this ``build`` wrote beside the checked table; the tables themselves when
     there is none (staged by other code or settings, which may validate otherwise) or no build is
     given."""
     if build is None:

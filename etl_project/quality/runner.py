@@ -378,7 +378,7 @@ def _validate_deferring_docs(suite: Suite, narrow: pl.DataFrame, docs_dir: Path 
     return outcomes, page.url, page.index_url
 
 
-SCOPE = "scope"  # in a check's paths: the papers whose rows a per-paper check does not validate again
+SCOPE = "scope"  # in a check's paths: the papers whose rows a per-paper check validates
 
 
 def _validate_staged(check: str, suite: Suite, paths: dict[str, str], docs_dir: Path | None) -> SuiteResult:
@@ -387,9 +387,9 @@ def _validate_staged(check: str, suite: Suite, paths: dict[str, str], docs_dir: 
 
     tables = SUITE_CHECKS[check].tables
     scans = [pl.scan_parquet(paths[t]) for t in tables]
-    if SCOPE in paths:  # a per-paper check: every row but those taken over (background.validated_paths)
-        taken = pl.read_parquet(paths[SCOPE])["paper_id"].implode()
-        scans = [scan.filter(~pl.col("paper_id").is_in(taken).fill_null(False)) for scan in scans]
+    if SCOPE in paths:  # a per-paper check: the rows of the papers worked out (background.validated_paths)
+        checked = pl.read_parquet(paths[SCOPE])["paper_id"].implode()
+        scans = [scan.filter(pl.col("paper_id").is_in(checked)) for scan in scans]
     frame = SUITE_CHECKS[check].frame(*scans)
     return _run_suite(suite, frame, docs_dir, _validate_deferring_docs)
 

@@ -159,7 +159,8 @@ def papers_frame(papers: Frame) -> Frame:
 # --- paper_occurrences ----------------------------------------------------------------------
 
 PAPER_OCCURRENCES = Suite("paper_occurrences", (
-    # Every raw record maps to exactly one paper that exists.
+    # Each record validated is in exactly one paper, which exists. That every raw record has an
+    # occurrence, and none two across the whole table, etl_project/integrity.py checks.
     Rule("ExpectColumnValuesToBeBetween", {"column": "papers_per_record", "min_value": 1, "max_value": 1}),
     Rule("ExpectColumnValuesToBeInSet", {"column": "paper_exists", "value_set": [True]}),
     Rule("ExpectColumnValuesToBeInSet", {"column": "match_kind", "value_set": ["canonical", "exact", "near"]}),
@@ -169,8 +170,8 @@ PAPER_OCCURRENCES = Suite("paper_occurrences", (
 ))
 
 
-def paper_occurrences_frame(occurrences: Frame, raw_records: Frame, papers: Frame) -> Frame:
-    """One row per raw record (plus any occurrence whose record is unknown)."""
+def paper_occurrences_frame(occurrences: Frame, papers: Frame) -> Frame:
+    """One row per record of the occurrences. Its rules hold paper by paper (SuiteCheck.per_paper)."""
     # A record normally has one occurrence: only repeated record_ids are grouped (grouping all
     # of them by their text was most of this suite's time).
     occurrences = occurrences.with_columns(_repeated=pl.col("record_id").is_duplicated())
@@ -186,12 +187,11 @@ def paper_occurrences_frame(occurrences: Frame, raw_records: Frame, papers: Fram
     per_record = pl.concat([once, repeated])
     canonicals = occurrences.group_by("paper_id").agg(canonicals_of_paper=(pl.col("match_kind") == "canonical").sum())
     return (
-        raw_records.select("record_id")
-        .join(per_record, on="record_id", how="full", coalesce=True)
+        per_record
         .join(canonicals, on="paper_id", how="left")
         .join(papers.select("paper_id", paper_exists=pl.lit(True)), on="paper_id", how="left")
         .with_columns(
-            pl.col("papers_per_record", "canonicals_of_paper").fill_null(0),
+            pl.col("canonicals_of_paper").fill_null(0),
             pl.col("paper_exists").fill_null(False),
         )
     )
@@ -333,11 +333,11 @@ class SuiteCheck:
     # files is checked by etl_project/integrity.py when publishing.
     delta: bool = False
     # Its rules hold paper by paper: a row's verdict depends on its own paper's rows and that
-    # paper's row in papers alone (papers' ids and keys are unique among the rows validated; across
-    # the whole table etl_project/integrity.py checks paper_id, the hash of dedup_key, when
-    # publishing). Validates every row but those the run took over from the previous table
-    # (stage.scope_path), when those met every expectation of this check against the papers they
-    # were computed from (stage.passed_path).
+    # paper's row in papers alone. So when the rows of the other papers are the previous table's,
+    # which met every expectation of this check against the papers they were computed from
+    # (stage.passed_path), it validates only the rows of the papers the run worked out
+    # (stage.scope_path). What holds across the whole table is checked by
+    # etl_project/integrity.py when publishing: ids unique, every row's paper in papers.
     per_paper: bool = False
 
     @property
@@ -376,8 +376,8 @@ SUITE_CHECKS = {check.name: check for check in (
     ),
     SuiteCheck(
         "paper_occurrences_suite", "paper_occurrences",
-        "Every raw record maps to exactly one existing paper; one canonical occurrence per paper.",
-        paper_occurrences_frame, lambda *tables: PAPER_OCCURRENCES, ("raw_records", "papers"),
+        "Each record in exactly one existing paper; one canonical occurrence per paper.",
+        paper_occurrences_frame, lambda *tables: PAPER_OCCURRENCES, ("papers",), per_paper=True,
     ),
     SuiteCheck(
         "source_overlap_suite", "source_overlap",
