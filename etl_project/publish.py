@@ -12,7 +12,8 @@ table's rows the new ones, creates search_papers and the views, and commits with
 Dagster run: a reader sees the previous snapshot or this one, never half of each, and a run that
 fails or is killed before the commit leaves the previous snapshot current. Data files that no
 snapshot lists (a killed run's) are deleted by the next publish, which holds the run lock; files
-that some kept snapshot lists are never touched.
+that some kept snapshot lists are never touched. A publish that finished leaves a marker saying
+so (LISTED_MARKER), and the next one skips that search of the data path (0.2-0.3 s at 1M records).
 
 History: snapshots are kept for ``ETL_KEEP_SNAPSHOTS`` runs (default 10) or
 ``ETL_KEEP_SNAPSHOT_DAYS`` days (default 7), whichever keeps more, then expired and their files
@@ -49,6 +50,10 @@ COMMIT_BACKOFF_SECONDS = 0.2
 OLD_LAYOUT = (".releases", "current", "warehouse.duckdb", "parquet")
 ROLLBACK_PREFIX = "__rollback_"  # an earlier snapshot's table while rollback puts it back
 KEPT_FILE_ROWS = 20_000  # rows a table's kept data files may each let a publish drop by DELETE (_replace_rows)
+# In the warehouse folder while every data file is listed by a snapshot: the last publish finished
+# and deleted what it wrote but did not register. A publish or rollback removes it before it
+# writes, so after one that was killed the next publish looks for orphans.
+LISTED_MARKER = ".data-files-listed"
 
 
 class PublishError(RuntimeError):
@@ -106,9 +111,12 @@ def publish(tables: Mapping[str, pl.DataFrame | pl.LazyFrame | Path], target: La
     attempt: set[str] = set()  # those the latest attempt at the commit registered
     registered: set[str] = set()  # those the committed snapshot lists
     row_counts: dict[str, int] = {}
+    listed = target.warehouse / LISTED_MARKER
+    committed = False
     try:
         _prepare(con)
-        notes = _delete_orphans(con)
+        notes = [] if listed.exists() else _delete_orphans(con)
+        listed.unlink(missing_ok=True)
 
         def snapshot() -> None:
             attempt.clear()
@@ -125,11 +133,14 @@ def publish(tables: Mapping[str, pl.DataFrame | pl.LazyFrame | Path], target: La
         snapshot_id = _snapshot_of_run(con, run_id)
         notes += expire_snapshots(con, retention)
         lake.write_open_sql(target)
+        committed = True
     finally:
         for path in written:  # never registered (empty, or an attempt that did not commit): nothing lists them
             if path not in registered and "://" not in path:
                 Path(path).unlink(missing_ok=True)
         con.close()
+    if committed:  # a failed commit may leave files DuckLake wrote itself (the search index's)
+        listed.touch()
     return Published(snapshot_id, row_counts, notes)
 
 
@@ -347,6 +358,7 @@ def rollback(target: Lake, snapshot_id: int, run_id: str) -> Published:
     """Make ``snapshot_id``'s tables current again, as a new snapshot (the rolled-back state
     stays in the history too). The caller holds the run lock."""
     con = lake.attach(target, read_only=False, memory_limit=settings.duckdb_memory_limit())
+    (target.warehouse / LISTED_MARKER).unlink(missing_ok=True)  # it writes data files (the next publish tidies)
     try:
         kept = {sid for (sid,) in con.execute(f"SELECT snapshot_id FROM {ALIAS}.snapshots()").fetchall()}
         if snapshot_id not in kept:

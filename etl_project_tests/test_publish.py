@@ -245,15 +245,20 @@ def test_orphaned_files_are_deleted_by_the_next_publish_and_listed_files_stay(tm
     wh = tmp_path / "wh"
     run(wh, 2, "run-one")
     run(wh, 3, "run-two")
-    orphan = wh / "data" / "main" / "papers" / "etl-killed-run-0123.parquet"  # as a killed run leaves it
+    # A publish that finished says so, and the next one does not search the data path for orphans.
+    marker = wh / publish.LISTED_MARKER
+    assert marker.exists()
+    # As a killed run leaves it: its files, and no marker (it removed it before writing them).
+    orphan = wh / "data" / "main" / "papers" / "etl-killed-run-0123.parquet"
     frames(7)["papers"].write_parquet(orphan, compression="zstd")
     stray = wh / "data" / "main" / "source_files" / "etl-killed-run-4567.parquet"
     frames(7)["source_files"].write_parquet(stray, compression="zstd")
+    marker.unlink()
     before = snapshot(wh)
     assert snapshot(wh) == before  # an unregistered file changes nothing a reader sees
 
     done = run(wh, 4, "run-three")
-    assert not orphan.exists() and not stray.exists()
+    assert not orphan.exists() and not stray.exists() and marker.exists()
     assert any("removed 2 data file(s)" in note for note in done.notes)
     kept = snapshot_ids(wh)
     assert len(kept) >= 3
@@ -303,8 +308,10 @@ def test_rollback_makes_an_earlier_snapshot_current_as_a_new_one(tmp_path: Path)
     second = run(wh, 3, "run-two", extra=pl.DataFrame({"x": [1]}))  # a table the first had not
     assert set(snapshot(wh)) == {"papers", "source_files", "extra"}
 
+    assert (wh / publish.LISTED_MARKER).exists()
     back = publish.rollback(lake.Lake.of(wh), first.snapshot_id, "rollback-test")
     assert back.snapshot_id == second.snapshot_id + 1 == current_snapshot(wh)
+    assert not (wh / publish.LISTED_MARKER).exists()  # it wrote data files: the next publish looks for orphans
     assert back.row_counts == {"papers": 2, "source_files": 1}
     assert snapshot(wh) == rows(2)  # the extra table is gone, as in the first snapshot
     assert tables(wh, second.snapshot_id) == rows(3)  # still in the history, the extra table too
