@@ -145,6 +145,28 @@ def test_landing_suites_validate_the_files_not_yet_validated_and_a_bad_one_stops
     assert count(warehouse, "SELECT source_file FROM source_files ORDER BY 1") == [("a.txt",), ("b.txt",)]
 
 
+def test_tables_that_do_not_line_up_are_not_published(tmp_path: Path, instance, monkeypatch):
+    """What the cross-table check finds fails the warehouse step, which says so, and the snapshot
+    stays as it was, with no data file of the refused run left."""
+    from etl_project import integrity
+
+    landing_dir, warehouse = tmp_path / "landing", tmp_path / "wh"
+    landing_dir.mkdir()
+    (landing_dir / "a.txt").write_text(paper_list("A", *ABSTRACTS[:2]))
+    assert materialize_all(landing_dir, warehouse, instance).success
+    files = set((warehouse / "data").rglob("*.parquet"))
+    monkeypatch.setattr(integrity, "cross_table_problems", lambda tables: ["papers repeats paper_id: 'p1'"])
+
+    (landing_dir / "b.txt").write_text(paper_list("B", ABSTRACTS[2]))
+    result = materialize_all(landing_dir, warehouse, instance)
+    assert not result.success
+    [failure] = [event for event in result.all_events if event.is_step_failure]
+    assert failure.step_key == "warehouse"
+    assert "not publishing inconsistent tables: papers repeats paper_id: 'p1'" in failure.event_specific_data.error.message
+    assert count(warehouse, "SELECT source_file FROM source_files ORDER BY 1") == [("a.txt",)]
+    assert set((warehouse / "data").rglob("*.parquet")) == files
+
+
 def test_per_paper_checks_validate_the_papers_a_run_worked_out_while_the_rest_passed_before(tmp_path: Path, instance, monkeypatch):
     """The enrichment checks validate the papers a run computed when the rows it took over met
     every expectation before; a failing new paper stops the publish, and the run after a failed
