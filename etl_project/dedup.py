@@ -19,6 +19,7 @@ import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 import xxhash
 
@@ -152,9 +153,21 @@ def deduplicate_with_memo(records: pl.DataFrame | pl.LazyFrame, near: NearConfig
         )
     )
     linked = keys.sort("position").join(groups, on="first", how="left", maintain_order="left")
+    extra = list(derived.columns) if derived else []
+    carried = set(COLUMNS + extra) <= set(memo.papers.collect_schema().names())  # else nothing is carried
+    reworked = _reworked_clusters(keys, representatives, groups, memo, same, near_result.redone) if carried else None
     del keys, representatives, groups
+    # The papers the memo holds as they are: every cluster but those reworked, by its canonical record.
+    untouched = (
+        linked.filter(pl.col("position") == pl.col("cluster"))
+        .filter(~pl.col("cluster").is_in(reworked.implode()))
+        .select("cluster", canonical_record_id="record_id")
+        .join(memo.papers.select("canonical_record_id", "paper_id").collect(), on="canonical_record_id")
+        .select("cluster", "paper_id")
+    ) if reworked is not None else pl.DataFrame(schema={"cluster": pl.UInt32, "paper_id": pl.String})
     per_paper = (
-        linked.lazy().group_by("cluster")
+        linked.lazy().filter(~pl.col("cluster").is_in(untouched["cluster"].implode()))
+        .group_by("cluster")
         .agg(
             occurrence_count=pl.len().cast(pl.Int64),
             source_count=pl.col("source_file").n_unique().cast(pl.Int64),
@@ -173,9 +186,10 @@ def deduplicate_with_memo(records: pl.DataFrame | pl.LazyFrame, near: NearConfig
         .collect()
     )
     changes = _changed_papers(records, per_paper, same, memo, derived)
+    paper_ids = pl.concat([untouched, per_paper.select("cluster", paper_id=changes.paper_ids)])
     occurrences = (
         linked.lazy()
-        .join(per_paper.lazy().select("cluster", paper_id=changes.paper_ids), on="cluster", how="left", maintain_order="left")
+        .join(paper_ids.lazy(), on="cluster", how="left", maintain_order="left")
         .select(
             "paper_id", "record_id", "source_file", "ordinal",
             match_kind=pl.when(pl.col("near")).then(pl.lit("near"))
@@ -189,22 +203,42 @@ def deduplicate_with_memo(records: pl.DataFrame | pl.LazyFrame, near: NearConfig
     variants = _distinct_texts(occurrences.lazy())
     occurrences = occurrences.drop("hash_a", "hash_b")
     files_now = files.filter(pl.col("sha256").is_not_null()).select(dedup_memo.FILES_SCHEMA.keys())
+    kept = pl.concat([untouched["paper_id"], changes.kept])
     papers = changes.fresh.lazy()
-    if changes.kept.len():
-        papers = pl.concat([memo.papers.filter(pl.col("paper_id").is_in(changes.kept.implode())).select(changes.fresh.columns), papers])
+    if kept.len():
+        papers = pl.concat([memo.papers.filter(pl.col("paper_id").is_in(kept.implode())).select(changes.fresh.columns), papers])
     next_memo = Memo(files_now, hashes.select(dedup_memo.KEYS_SCHEMA.keys()).lazy(), near_result.bands, near_result.pairs,
                      near_result.clusters, papers, growth=near_result.growth)
-    return Deduplicated(changes.fresh, changes.kept, occurrences, next_memo, changes.looked_up, near_result.reclustered,
-                        variants)
+    return Deduplicated(changes.fresh, kept, occurrences, next_memo, untouched.height + changes.looked_up,
+                        near_result.reclustered, variants)
+
+
+def _reworked_clusters(keys: pl.DataFrame, representatives: pl.DataFrame, groups: pl.DataFrame, memo: Memo,
+                       same: pl.Series, redone: np.ndarray) -> pl.Series:
+    """The clusters (by position) whose papers may differ from the memo's: those holding an exact
+    group (a key) with a record in a file that is new or changed now, or was changed or removed
+    since the memo, or whose near cluster was worked out again. Every other cluster has the same
+    records as it had: its keys' records are those of the same files, and its keys kept their
+    clusters (near_clusters works out again whole components, so a key that left or joined a
+    cluster takes its old cluster-mates with it). So its paper, counts and canonical record are
+    the memo's."""
+    key = ["hash_a", "hash_b"]
+    then = memo.keys.filter(~pl.col("source_file").is_in(same.implode())).select(key).unique().collect()
+    firsts = pl.concat([
+        keys.filter(~pl.col("source_file").is_in(same.implode()))["first"],
+        representatives.join(then, on=key, how="semi")["position"],
+        representatives["position"].filter(pl.Series(redone)),
+    ])
+    return groups.filter(pl.col("first").is_in(firsts.implode()))["cluster"].unique()
 
 
 def _near_clusters(records: pl.LazyFrame, representatives: pl.DataFrame, memo: Memo,
                    near: NearConfig | None) -> dedup_memo.NearResult:
     """near_dedup's clusters of the representatives' keys (dedup_memo.near_clusters: what the
     memo holds is looked up, and only the clusters a change can reach are worked out again)."""
-    if not near or not representatives.height:
+    if not near or not representatives.height:  # no near cluster is worked out, none taken from the memo
         return dedup_memo.NearResult(pl.DataFrame(schema=MERGED_SCHEMA), memo.bands.clear(), memo.pairs.clear(),
-                                     memo.clusters.clear(), 0)
+                                     memo.clusters.clear(), 0, np.zeros(representatives.height, dtype=bool))
     texts = dedup_memo.Texts(lambda rows: _rows_of(
         records, representatives["record_id"].gather(rows), representatives["source_file"].gather(rows), ["dedup_key"]
     ).to_series())

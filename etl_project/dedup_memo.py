@@ -388,6 +388,7 @@ class NearResult:
     pairs: pl.LazyFrame
     clusters: pl.LazyFrame
     reclustered: int  # keys long enough for near matching whose cluster was worked out, not kept
+    redone: np.ndarray  # per key (bool): its cluster was worked out, not taken from the memo's
     growth: Mapping[str, Growth] = field(default_factory=dict)  # of bands and pairs (Memo.growth)
 
 
@@ -417,7 +418,7 @@ def near_clusters(keys: pl.DataFrame, memo: Memo, texts: Texts, config: NearConf
         found = cluster_candidates(eligible, candidate_pairs(bands, config.max_bucket), similarity.factory(), config)
         clusters = _clusters_table(indexed, found)
         return NearResult(_merged(clusters, indexed), band_table, similarity.table().lazy(), clusters.drop("index").lazy(),
-                          len(eligible))
+                          len(eligible), np.ones(len(indexed), dtype=bool))
     then = indexed.join(clusters_then.rename(lambda c: c if c in KEY else f"{c}_then"), on=KEY, how="left",
                         maintain_order="left")
     changed = (then["component_then"].is_null() | (then["source_file"] != then["source_file_then"])
@@ -443,7 +444,8 @@ def near_clusters(keys: pl.DataFrame, memo: Memo, texts: Texts, config: NearConf
     worked_out = np.zeros(len(indexed), dtype=bool)
     worked_out[eligible[reclustered]] = True
     # Changed keys too short for near matching: their own cluster, as they have no memo row.
-    clusters = _clusters_table(indexed, found, then, pl.Series(worked_out) | changed)
+    redone = pl.Series(worked_out) | changed
+    clusters = _clusters_table(indexed, found, then, redone)
     # The live pairs: those of two keys there are now. While the memo grows (Growth), those of
     # keys that are gone stay behind with their bands, and go when the bands do.
     live = hashes.lazy()
@@ -454,7 +456,7 @@ def near_clusters(keys: pl.DataFrame, memo: Memo, texts: Texts, config: NearConf
     if bands_growth := grow(memo.parts.get("bands", ()), computed, hashes.height):
         growth = {"bands": bands_growth, "pairs": Growth(memo.parts["pairs"], new_pairs)}
     return NearResult(_merged(clusters, indexed), band_table, pl.concat([kept, new_pairs.lazy()]),
-                      clusters.drop("index").lazy(), int(reclustered.sum()), growth)
+                      clusters.drop("index").lazy(), int(reclustered.sum()), redone.to_numpy(), growth)
 
 
 def _clusters_table(indexed: pl.DataFrame, found: Clusters, then: pl.DataFrame | None = None,
