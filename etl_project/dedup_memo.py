@@ -345,6 +345,7 @@ class PairSimilarity:
         self._a, self._b = hashes["hash_a"].to_numpy(), hashes["hash_b"].to_numpy()
         self._known, self._texts, self._config = memo.pairs.collect(), texts, config
         self._asked: list[pl.DataFrame] = []
+        self._new: list[pl.DataFrame] = []  # the asked pairs the memo lacked, with their computed Jaccard
         # Shingle sets of the texts at these rows, kept: the chain guard asks about the texts
         # verification already needed.
         self._rows, self._sets = np.zeros(0, dtype=np.int64), None
@@ -360,12 +361,16 @@ class PairSimilarity:
         swap = (self._a[a] > self._a[b]) | ((self._a[a] == self._a[b]) & (self._b[a] > self._b[b]))
         low, high = np.where(swap, b, a), np.where(swap, a, b)
         pairs = pl.DataFrame({"a_a": self._a[low], "a_b": self._b[low], "b_a": self._a[high], "b_b": self._b[high]})
-        result = pairs.join(self._known, on=PAIR, how="left", maintain_order="left")["jaccard"].to_numpy().copy()
+        # The memo's rows of these pairs: its millions of rows probe a table of these few, rather
+        # than being hashed into one at every call.
+        known = self._known.join(pairs, on=PAIR, how="semi")
+        result = pairs.join(known, on=PAIR, how="left", maintain_order="left")["jaccard"].to_numpy().copy()
         missing = np.flatnonzero(np.isnan(result))
         if len(missing):
             sets = self._shingle_sets(np.unique(np.concatenate([low[missing], high[missing]])))
             result[missing] = jaccard(sets, np.searchsorted(self._rows, low[missing]), np.searchsorted(self._rows, high[missing]),
                                       self._config.pair_chunk)
+            self._new.append(pairs[missing].with_columns(jaccard=pl.Series(result[missing])))
         self._asked.append(pairs.with_columns(jaccard=pl.Series(result)))
         return result
 
@@ -375,7 +380,7 @@ class PairSimilarity:
 
     def new_pairs(self) -> pl.DataFrame:
         """The pairs asked about that the memo lacked."""
-        return self.table().join(self._known, on=PAIR, how="anti")
+        return pl.concat([pl.DataFrame(schema=PAIRS_SCHEMA), *self._new]).unique(PAIR)
 
     def factory(self) -> Callable[[np.ndarray], Similarity]:
         return lambda rows: self
