@@ -153,8 +153,7 @@ def deduplicate_with_memo(records: pl.DataFrame | pl.LazyFrame, near: NearConfig
         )
     )
     linked = keys.sort("position").join(groups, on="first", how="left", maintain_order="left")
-    extra = list(derived.columns) if derived else []
-    carried = set(COLUMNS + extra) <= set(memo.papers.collect_schema().names())  # else nothing is carried
+    carried = _carried(memo, derived)
     reworked = _reworked_clusters(keys, representatives, groups, memo, same, near_result.redone) if carried else None
     del keys, representatives, groups
     # The papers the memo holds as they are: every cluster but those reworked, by its canonical record.
@@ -253,6 +252,12 @@ class _Changes:
     looked_up: int  # papers whose canonical columns came from the memo
 
 
+def _carried(memo: Memo, derived: Derived | None) -> bool:
+    """Whether the memo's papers hold every column this deduplication makes (an earlier build may
+    have derived fewer): only then are their rows carried over."""
+    return set(COLUMNS + list(derived.columns if derived else ())) <= set(memo.papers.collect_schema().names())
+
+
 def _changed_papers(records: pl.LazyFrame, per_paper: pl.DataFrame, same: pl.Series, memo: Memo,
                     derived: Derived | None) -> _Changes:
     """Which papers of ``per_paper`` have the row the memo's papers hold, and the rows (COLUMNS
@@ -263,7 +268,7 @@ def _changed_papers(records: pl.LazyFrame, per_paper: pl.DataFrame, same: pl.Ser
     wanted = per_paper.with_row_index("_row")
     key = ["canonical_record_id", "first_source_file"]
     looked_up = pl.DataFrame(schema={"_row": pl.UInt32, "paper_id": pl.String, "same": pl.Boolean})
-    if set(COLUMNS + extra) <= set(memo.papers.collect_schema().names()):  # else nothing is carried
+    if _carried(memo, derived):
         looked_up = (
             memo.papers.select(*key, "paper_id", *COUNTS).filter(pl.col("first_source_file").is_in(same.implode()))
             .join(wanted.lazy().select("_row", *key, *COUNTS), on=key, suffix="_now")
