@@ -91,6 +91,9 @@ class Deduplicated:
     papers_reused: int  # papers whose canonical columns came from the memo
     near_worked_out: int  # distinct keys whose near cluster was worked out, not looked up
     variants: pl.DataFrame  # variant_hashes of every paper: what enrichment fingerprints texts by
+    # paper_id of the papers whose clusters a change could reach (_reworked_clusters; every paper
+    # without a memo): every other paper has the memo's records, matches and similarities.
+    reworked: pl.Series
 
     @property
     def papers(self) -> pl.DataFrame:
@@ -209,7 +212,7 @@ def deduplicate_with_memo(records: pl.DataFrame | pl.LazyFrame, near: NearConfig
     next_memo = Memo(files_now, hashes.select(dedup_memo.KEYS_SCHEMA.keys()).lazy(), near_result.bands, near_result.pairs,
                      near_result.clusters, papers, growth=near_result.growth)
     return Deduplicated(changes.fresh, kept, occurrences, next_memo, untouched.height + changes.looked_up,
-                        near_result.reclustered, variants)
+                        near_result.reclustered, variants, changes.paper_ids)
 
 
 def _reworked_clusters(keys: pl.DataFrame, representatives: pl.DataFrame, groups: pl.DataFrame, memo: Memo,

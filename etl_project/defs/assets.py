@@ -186,7 +186,7 @@ def deduplicated(context: dg.AssetExecutionContext, etl: EtlSettings, records: p
     stage.write_scope(out, build, out, done.fresh["paper_id"] if passed else None)
     occurrences = done.occurrences
     occurrences_out = stage.run_path(etl.warehouse, context.run_id, "paper_occurrences")
-    stage.write_scope(occurrences_out, build, out, _occurrences_checked(previous, memo, done, source_files, build))
+    stage.write_scope(occurrences_out, build, out, _occurrences_checked(previous, memo, done, build))
     papers = pl.scan_parquet(folder)
     counts = papers.select("occurrence_count", "source_count", "variant_count").collect()
     duplicates = occurrences.height - counts.height
@@ -218,21 +218,17 @@ def deduplicated(context: dg.AssetExecutionContext, etl: EtlSettings, records: p
 
 
 def _occurrences_checked(previous: Path | None, memo: dedup_memo.Memo | None, done: dedup.Deduplicated,
-                         source_files: pl.DataFrame, build: str) -> pl.Series | None:
+                         build: str) -> pl.Series | None:
     """The papers whose occurrences the checks of paper_occurrences validate (None: all): those
-    whose row changed, and those with a record in a file that changed. Every other occurrence
-    (a record of a file whose bytes are the same, in a paper whose canonical record and counts
-    are the same) is as the previous run had it, as the deduplication gives the same match and
-    similarity against the same canonical record. Only when the previous occurrences, staged
-    with those papers, met every expectation."""
+    a change could reach (dedup.Deduplicated.reworked). Every other paper's occurrences are as
+    the previous run had them. Only when the previous occurrences, staged with those papers, met
+    every expectation."""
     if memo is None:
         return None
     before = previous.with_name("paper_occurrences.parquet")
     if not before.exists() or not background.passed_before(before, "paper_occurrences", build, previous):
         return None
-    same = dedup_memo.unchanged_files(source_files.select("source_file", "sha256"), memo)
-    moved = done.occurrences.filter(~pl.col("source_file").is_in(same.implode()))["paper_id"]
-    return pl.concat([done.fresh["paper_id"], moved])
+    return done.reworked
 
 
 def _staged_papers(context: dg.AssetExecutionContext, etl: EtlSettings) -> Path | None:
