@@ -17,7 +17,8 @@ the verified Jaccard of their text to the canonical one (1.0 otherwise).
 
 import difflib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -87,13 +88,19 @@ class Deduplicated:
     fresh: pl.DataFrame
     kept: pl.Series  # paper_id
     occurrences: pl.DataFrame
-    memo: Memo  # what the next run looks up (etl_project.dedup_memo); its papers are these
+    memo: Memo | None  # what the next run looks up (etl_project.dedup_memo); its papers are these; None once staged
     papers_reused: int  # papers whose canonical columns came from the memo
     near_worked_out: int  # distinct keys whose near cluster was worked out, not looked up
     variants: pl.DataFrame  # variant_hashes of every paper: what enrichment fingerprints texts by
     # paper_id of the papers whose clusters a change could reach (_reworked_clusters; every paper
     # without a memo): every other paper has the memo's records, matches and similarities.
     reworked: pl.Series
+
+    def stage_memo(self, folder: Path, build: str) -> "Deduplicated":
+        """Stage the memo (Memo.write) and return these papers without it: it holds the hashes of
+        every record and the near cluster of every key, most of what a deduplication keeps."""
+        self.memo.write(folder, build)
+        return replace(self, memo=None)
 
     @property
     def papers(self) -> pl.DataFrame:

@@ -62,7 +62,7 @@ FILES_SCHEMA = {"source_file": pl.String, "sha256": pl.String}
 KEYS_SCHEMA = {"record_id": pl.String, "source_file": pl.String, "ordinal": pl.UInt32, "hash_a": pl.UInt64, "hash_b": pl.UInt64,
                "text_a": pl.UInt64, "text_b": pl.UInt64}
 SEED_A, SEED_B = 0x9E3779B97F4A7C15, 0x632BE59BD9B4E019
-BAND_SLICE = 65_536  # rows of band hashes copied into the band matrix at a time
+BAND_SLICE = 65_536  # rows of the memo's band hashes read into the band matrix at a time
 GROWN = ("bands", "pairs")  # staged as folders of parts that grow (Growth)
 STALE_SHARE = 0.25  # rows no lookup finds, against the live ones, beyond which a grown table is written again
 MAX_PARTS = 32  # parts of a grown table beyond which it is written again as one
@@ -301,8 +301,8 @@ def bands_of(hashes: pl.DataFrame, memo: Memo, texts: Texts,
     or computed from their text. The table is the memo's rows of these keys and the computed
     ones, streamed when the next memo writes it whole (else it grows by the computed rows: Growth)."""
     keys = hashes.select(KEY)
-    rows = keys.with_row_index("row").lazy()
-    found = rows.join(memo.bands.select(*KEY, "eligible"), on=KEY).select("row", "eligible").collect()
+    rows = keys.with_row_index("row")
+    found = rows.lazy().join(memo.bands.select(*KEY, "eligible"), on=KEY).select("row", "eligible").collect()
     at = found["row"].to_numpy()
     known, eligible = np.zeros(hashes.height, dtype=bool), np.zeros(hashes.height, dtype=bool)
     known[at], eligible[at] = True, found["eligible"].to_numpy()
@@ -312,15 +312,14 @@ def bands_of(hashes: pl.DataFrame, memo: Memo, texts: Texts,
         read, positions = texts.at(missing)
         local, computed = lsh_bands(read if positions is None else read.gather(positions), config)
         eligible[missing[local]] = True
-    # The eligible keys' bands in priority order, each put at its place among them: the memo's
-    # (copied a slice at a time, so no second copy of them all is made), then the computed ones.
+    # The eligible keys' bands in priority order, each put at its place among them: the memo's,
+    # read a slice at a time (so the matrix is the only copy of them all), then the computed ones.
     place = np.cumsum(eligible) - 1
     matrix = np.empty((int(eligible.sum()), config.bands), dtype=np.uint64)
-    stored = rows.join(memo.bands.filter("eligible").select(*KEY, "bands"), on=KEY).select("row", "bands").collect()
-    for start in range(0, stored.height, BAND_SLICE):
-        part = stored.slice(start, BAND_SLICE)
+    del found
+    for part in memo.bands.filter("eligible").select(*KEY, "bands").collect_batches(chunk_size=BAND_SLICE):
+        part = part.join(rows, on=KEY).select("row", "bands")
         matrix[place[part["row"].to_numpy()]] = part["bands"].to_numpy()
-    del found, stored
     matrix[place[missing[local]]] = computed
     # The computed keys' rows of the next memo: the eligible ones' bands, zeros for the others.
     is_short = np.ones(len(missing), dtype=bool)
@@ -343,7 +342,7 @@ class PairSimilarity:
 
     def __init__(self, hashes: pl.DataFrame, memo: Memo, texts: Texts, config: NearConfig):
         self._a, self._b = hashes["hash_a"].to_numpy(), hashes["hash_b"].to_numpy()
-        self._known, self._texts, self._config = memo.pairs.collect(), texts, config
+        self._known, self._texts, self._config = memo.pairs, texts, config
         self._asked: list[pl.DataFrame] = []
         self._new: list[pl.DataFrame] = []  # the asked pairs the memo lacked, with their computed Jaccard
         # Shingle sets of the texts at these rows, kept: the chain guard asks about the texts
@@ -361,9 +360,9 @@ class PairSimilarity:
         swap = (self._a[a] > self._a[b]) | ((self._a[a] == self._a[b]) & (self._b[a] > self._b[b]))
         low, high = np.where(swap, b, a), np.where(swap, a, b)
         pairs = pl.DataFrame({"a_a": self._a[low], "a_b": self._b[low], "b_a": self._a[high], "b_b": self._b[high]})
-        # The memo's rows of these pairs: its millions of rows probe a table of these few, rather
-        # than being hashed into one at every call.
-        known = self._known.join(pairs, on=PAIR, how="semi")
+        # The memo's rows of these pairs, read from its files (millions of rows, not held): they
+        # probe a table of these few, rather than being hashed into one at every call.
+        known = self._known.join(pairs.lazy(), on=PAIR, how="semi").collect()
         result = pairs.join(known, on=PAIR, how="left", maintain_order="left")["jaccard"].to_numpy().copy()
         missing = np.flatnonzero(np.isnan(result))
         if len(missing):
@@ -418,18 +417,24 @@ def near_clusters(keys: pl.DataFrame, memo: Memo, texts: Texts, config: NearConf
     eligible, bands, band_table, computed = bands_of(hashes, memo, texts, config)
     similarity = PairSimilarity(hashes, memo, texts, config)
     indexed = keys.select(*KEY, "source_file", "ordinal").with_row_index("index")
-    clusters_then = memo.clusters.collect()
-    if clusters_then.is_empty():  # no memo: every key
+    if not memo.clusters.select(pl.len()).collect().item():  # no memo: every key
         found = cluster_candidates(eligible, candidate_pairs(bands, config.max_bucket), similarity.factory(), config)
         clusters = _clusters_table(indexed, found)
         return NearResult(_merged(clusters, indexed), band_table, similarity.table().lazy(), clusters.drop("index").lazy(),
                           len(eligible), np.ones(len(indexed), dtype=bool))
-    then = indexed.join(clusters_then.rename(lambda c: c if c in KEY else f"{c}_then"), on=KEY, how="left",
-                        maintain_order="left")
-    changed = (then["component_then"].is_null() | (then["source_file"] != then["source_file_then"])
-               | (then["ordinal"] != then["ordinal_then"])).fill_null(True)
-    gone = clusters_then.join(hashes, on=KEY, how="anti").select(KEY)
-    del clusters_then
+    # Each key's memo row, and whether the key is changed: new, or first seen at another record.
+    then = (
+        indexed.lazy().join(memo.clusters.rename(lambda c: c if c in KEY else f"{c}_then"), on=KEY, how="left",
+                            maintain_order="left")
+        .select(
+            "component_then", "canonical_a_then", "canonical_b_then", "similarity_then",
+            changed=(pl.col("component_then").is_null() | (pl.col("source_file") != pl.col("source_file_then"))
+                     | (pl.col("ordinal") != pl.col("ordinal_then"))).fill_null(True),
+        )
+        .collect()
+    )
+    changed = then["changed"]
+    gone = memo.clusters.select(KEY).join(hashes.lazy(), on=KEY, how="anti").collect()
     # The band values of the changed keys, now, and of the keys that are gone, before.
     touched = bands[changed.gather(eligible).to_numpy()]
     if gone.height:

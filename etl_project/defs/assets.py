@@ -173,7 +173,7 @@ def deduplicated(context: dg.AssetExecutionContext, etl: EtlSettings, records: p
     memo = dedup_memo.Memo.read(previous, build, etl.near_config()) if previous else None
     done = dedup.deduplicate_with_memo(records, etl.near_config(), source_files.select("source_file", "sha256"), memo, PLAIN_TEXT)
     out = stage.run_path(etl.warehouse, context.run_id, "papers")
-    done.memo.write(out.parent, build)
+    done = done.stage_memo(out.parent, build)
     fingerprints = reuse.text_fingerprints(done.variants)
     dedup_memo.write_variants(out.parent, done.variants, fingerprints)
     # Which papers' texts changed since the previous papers: what enrichment computes again.
