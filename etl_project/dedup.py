@@ -91,7 +91,7 @@ class Deduplicated:
     memo: Memo | None  # what the next run looks up (etl_project.dedup_memo); its papers are these; None once staged
     papers_reused: int  # papers whose canonical columns came from the memo
     near_worked_out: int  # distinct keys whose near cluster was worked out, not looked up
-    variants: pl.DataFrame  # variant_hashes of every paper: what enrichment fingerprints texts by
+    variants: pl.DataFrame  # variant_hashes of every paper (its rows in order): what enrichment fingerprints texts by
     # paper_id of the papers whose clusters a change could reach (_reworked_clusters; every paper
     # without a memo): every other paper has the memo's records, matches and similarities.
     reworked: pl.Series
@@ -101,6 +101,11 @@ class Deduplicated:
         every record and the near cluster of every key, most of what a deduplication keeps."""
         self.memo.write(folder, build)
         return replace(self, memo=None)
+
+    @property
+    def untouched(self) -> pl.Series:
+        """paper_id of the papers no change reached: the memo's, with its records and texts."""
+        return self.kept.filter(~self.kept.is_in(self.reworked.implode()))
 
     @property
     def papers(self) -> pl.DataFrame:
@@ -209,7 +214,7 @@ def deduplicate_with_memo(records: pl.DataFrame | pl.LazyFrame, near: NearConfig
         )
         .collect()
     )
-    variants = _distinct_texts(occurrences.lazy())
+    variants = _variants(occurrences, untouched["paper_id"], memo)
     occurrences = occurrences.drop("hash_a", "hash_b")
     files_now = files.filter(pl.col("sha256").is_not_null()).select(dedup_memo.FILES_SCHEMA.keys())
     kept = pl.concat([untouched["paper_id"], changes.kept])
@@ -220,6 +225,18 @@ def deduplicate_with_memo(records: pl.DataFrame | pl.LazyFrame, near: NearConfig
                      near_result.clusters, papers, growth=near_result.growth)
     return Deduplicated(changes.fresh, kept, occurrences, next_memo, untouched.height + changes.looked_up,
                         near_result.reclustered, variants, changes.paper_ids)
+
+
+def _variants(occurrences: pl.DataFrame, untouched: pl.Series, memo: Memo) -> pl.DataFrame:
+    """variant_hashes of every paper, from ``occurrences`` with their text hashes: the memo's rows
+    for the ``untouched`` papers (the same records, so the same texts in the same order), worked
+    out for the others. A paper's rows keep their order; the table's order is not variant_texts'."""
+    if untouched.is_empty() or memo.variants is None:
+        return _distinct_texts(occurrences.lazy())
+    return pl.concat([
+        memo.variants.filter(pl.col("paper_id").is_in(untouched.implode())).collect(),
+        _distinct_texts(occurrences.lazy().filter(~pl.col("paper_id").is_in(untouched.implode()))),
+    ])
 
 
 def _reworked_clusters(keys: pl.DataFrame, representatives: pl.DataFrame, groups: pl.DataFrame, memo: Memo,

@@ -10,6 +10,7 @@ from polars.testing import assert_frame_equal
 
 from etl_project import dedup, dedup_memo
 from etl_project.dedup_memo import Memo
+from etl_project.enrich import reuse
 from etl_project.enrich.markup import with_plain_text
 from etl_project.near_dedup import NearConfig, near_duplicates
 from etl_project_tests.conftest import normalized_records
@@ -54,8 +55,9 @@ def round_trip(done: dedup.Deduplicated, folder: Path, build: str, config: NearC
     folder.mkdir(parents=True, exist_ok=True)
     done.papers.write_parquet(folder / "papers.parquet")
     done.memo.write(folder, build)
+    dedup_memo.write_variants(folder, done.variants, reuse.text_fingerprints(done.variants))
     memo = Memo.read(folder / "papers.parquet", build, config)
-    assert memo is not None
+    assert memo is not None and memo.variants is not None
     return memo
 
 
@@ -99,7 +101,14 @@ def test_any_sequence_of_changes_gives_what_a_fresh_deduplication_gives(tmp_path
         # Each record's text hash, looked up or not, is its text's: what enrichment fingerprints by.
         texts = records.select("record_id", *dedup_memo.text_hash("text", ("text_a", "text_b"))).sort("record_id")
         assert_frame_equal(done.memo.keys.select("record_id", "text_a", "text_b").sort("record_id").collect(), texts, check_exact=True)
-        assert_frame_equal(done.variants, fresh.variants, check_exact=True)  # what enrichment fingerprints by
+        # What enrichment fingerprints by: each paper's texts in order (the untouched papers' are the
+        # memo's rows, which do not keep the table's order).
+        assert_frame_equal(done.variants.sort("paper_id", maintain_order=True), fresh.variants.sort("paper_id", maintain_order=True),
+                           check_exact=True)
+        # The fingerprints, the untouched papers' taken from the previous run's, are a fresh run's.
+        before_fingerprints = dedup_memo.paper_fingerprints(root / str(number) / "papers.parquet", "build")
+        assert_frame_equal(reuse.text_fingerprints(done.variants, before_fingerprints, done.untouched).sort("paper_id"),
+                           reuse.text_fingerprints(fresh.variants).sort("paper_id"), check_exact=True)
 
 
 def test_a_change_works_out_only_what_it_brings_and_looks_up_the_rest(tmp_path, monkeypatch):

@@ -174,10 +174,11 @@ def deduplicated(context: dg.AssetExecutionContext, etl: EtlSettings, records: p
     done = dedup.deduplicate_with_memo(records, etl.near_config(), source_files.select("source_file", "sha256"), memo, PLAIN_TEXT)
     out = stage.run_path(etl.warehouse, context.run_id, "papers")
     done = done.stage_memo(out.parent, build)
-    fingerprints = reuse.text_fingerprints(done.variants)
+    before = dedup_memo.paper_fingerprints(previous, build) if memo else None
+    fingerprints = reuse.text_fingerprints(done.variants, before, done.untouched)
     dedup_memo.write_variants(out.parent, done.variants, fingerprints)
     # Which papers' texts changed since the previous papers: what enrichment computes again.
-    dedup_memo.write_changes(out.parent, previous, dedup_memo.paper_fingerprints(previous, build) if memo else None, fingerprints)
+    dedup_memo.write_changes(out.parent, previous, before, fingerprints)
     folder = out.with_name(f"{out.name}.partial")  # a folder of parts, moved into place by the IO manager
     parts = stage.stage_parts(folder, previous if memo else None, "paper_id", done.kept, done.fresh,
                               dedup.PART_PAPERS, dedup.MAX_PARTS, stage.placement_path(out))

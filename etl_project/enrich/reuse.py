@@ -52,12 +52,18 @@ def combine(hashes: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     )
 
 
-def text_fingerprints(hashes: pl.DataFrame) -> pl.DataFrame:
+def text_fingerprints(hashes: pl.DataFrame, before: pl.DataFrame | None = None, same: pl.Series | None = None) -> pl.DataFrame:
     """Each paper's fingerprints from the ``text_hash`` (paper_id, hash_a, hash_b) of its distinct
     texts, one row each, its canonical text first (dedup.variant_hashes): of its canonical text
     alone (``canonical_a``/``canonical_b``), of all its texts in order (``texts_*``) and of its
     other texts, its near-duplicate variants, in hash order (``variants_*``; null without any).
-    Worked out once per deduplication, for the enrichment steps to compare."""
+    Worked out once per deduplication, for the enrichment steps to compare; ``before``'s rows (an
+    earlier deduplication's) are taken for the papers in ``same``, whose texts are those it saw."""
+    if before is not None and same is not None and not same.is_empty():
+        return pl.concat([
+            before.filter(pl.col("paper_id").is_in(same.implode())),
+            text_fingerprints(hashes.filter(~pl.col("paper_id").is_in(same.implode()))),
+        ])
     first = hashes["paper_id"].is_first_distinct()
     variants = hashes.filter(~first).sort("paper_id", "hash_a", "hash_b")
     return (
