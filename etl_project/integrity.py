@@ -31,8 +31,7 @@ def cross_table_problems(tables: Mapping[str, pl.DataFrame | pl.LazyFrame]) -> l
     for table, frame, key in (("source_files", files, ["source_file"]), ("raw_records", raw, ["record_id"]),
                               ("raw_records", raw, ["source_file", "ordinal"]), ("records", records, ["record_id"]),
                               ("paper_occurrences", occurrences, ["record_id"]), ("papers", papers, ["paper_id"])):
-        keys = frame.select(key)
-        repeated = keys.filter(keys.is_duplicated()).unique(maintain_order=True).head(4)
+        repeated = _repeated(frame.select(key))
         if repeated.height:
             problems.append(f"{table} repeats {', '.join(key)}: {_sample(repeated.select(pl.concat_str(key, separator=':')).to_series())}")
     per_file = raw.group_by("source_file").agg(found=pl.len())
@@ -46,6 +45,7 @@ def cross_table_problems(tables: Mapping[str, pl.DataFrame | pl.LazyFrame]) -> l
             problems.append(f"{name} does not hold exactly the raw records' record_ids")
     if _differ(papers["paper_id"], occurrences["paper_id"]):
         problems.append("paper_occurrences and papers disagree on the set of paper_ids")
+    known = papers["paper_id"].drop_nulls().hash(SEED).implode()
     for table in PER_PAPER_TABLES:
         if table not in tables:
             continue
@@ -53,7 +53,7 @@ def cross_table_problems(tables: Mapping[str, pl.DataFrame | pl.LazyFrame]) -> l
         # part of paper_terms is sorted by paper_id, so there are about as many runs as papers:
         # one pass over its 45M rows, where unique() would hash them all.
         ids = tables[table].lazy().select(pl.col("paper_id").rle().struct.field("value").alias("paper_id"))
-        stray = ids.join(papers.lazy(), on="paper_id", how="anti").unique(maintain_order=True).head(4).collect()
+        stray = ids.filter(~pl.col("paper_id").hash(SEED).is_in(known)).unique(maintain_order=True).head(4).collect()
         if stray.height:
             problems.append(f"{table} holds papers that papers does not: {_sample(stray['paper_id'])}")
     return problems
@@ -64,11 +64,30 @@ def cross_table_problems(tables: Mapping[str, pl.DataFrame | pl.LazyFrame]) -> l
 PER_PAPER_TABLES = ("paper_links", "paper_names", "paper_topics", "paper_terms")
 
 
+# Ids are compared by a 64-bit hash of each, much cheaper to sort and look up than the strings.
+# Equal ids have equal hashes, so a repeat or a difference found by hash is real (a repeat is
+# confirmed on the ids themselves); two different ids share a hash with odds of 2^-64, and only
+# then is a difference between exactly those two missed.
+SEED = 0x2545F4914F6CDD1D
+
+
+def _repeated(keys: pl.DataFrame) -> pl.DataFrame:
+    """The first few distinct rows ``keys`` holds more than once: of the rows whose hash repeats
+    (sorted, repeats are neighbours: no hash table of them all is built)."""
+    hashes = keys.select(pl.struct(keys.columns).hash(SEED)).to_series()
+    ordered = hashes.sort()
+    if not (ordered.slice(1) == ordered.head(-1)).any():
+        return keys.clear()
+    suspects = keys.filter(hashes.is_duplicated())
+    return suspects.filter(suspects.is_duplicated()).unique(maintain_order=True).head(4)
+
+
 def _differ(a: pl.Series, b: pl.Series) -> bool:
-    """Whether the two hold different sets of ids: an anti join each way (no de-duplication
-    first, which costs more than the joins)."""
-    left, right = a.to_frame("id"), b.to_frame("id")
-    return any(x.join(y, on="id", how="anti").height for x, y in ((left, right), (right, left)))
+    """Whether the two hold different sets of ids (either may repeat one): whether the sorted
+    distinct hashes of their ids differ. A null id is no id, so it is never in the other set."""
+    if a.null_count() or b.null_count():
+        return True
+    return not a.hash(SEED).unique().sort().equals(b.hash(SEED).unique().sort())
 
 
 def _sample(names: pl.Series, limit: int = 3) -> str:

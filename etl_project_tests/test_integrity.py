@@ -31,6 +31,7 @@ def test_tables_that_agree_have_no_problems():
     ("table", "frame", "expected"),
     [
         ("records", {"record_id": ["a.txt:1", "a.txt:2", "b.txt:9"]}, "records does not hold exactly"),
+        ("records", {"record_id": ["a.txt:1", "a.txt:2", None]}, "records does not hold exactly"),  # a null is no id
         (
             "paper_occurrences",
             {"record_id": ["a.txt:1", "a.txt:2", "c.txt:1"], "paper_id": ["p1", "p1", "p2"]},
