@@ -176,7 +176,7 @@ def deduplicate_with_memo(records: pl.DataFrame | pl.LazyFrame, near: NearConfig
         linked.filter(pl.col("position") == pl.col("cluster"))
         .filter(~pl.col("cluster").is_in(reworked.implode()))
         .select("cluster", canonical_record_id="record_id")
-        .join(memo.papers.select("canonical_record_id", "paper_id").collect(), on="canonical_record_id")
+        .join(memo.papers.select("canonical_record_id", "paper_id").collect(engine="streaming"), on="canonical_record_id")
         .select("cluster", "paper_id")
     ) if reworked is not None else pl.DataFrame(schema={"cluster": pl.UInt32, "paper_id": pl.String})
     per_paper = (
@@ -234,7 +234,7 @@ def _variants(occurrences: pl.DataFrame, untouched: pl.Series, memo: Memo) -> pl
     if untouched.is_empty() or memo.variants is None:
         return _distinct_texts(occurrences.lazy())
     return pl.concat([
-        memo.variants.filter(pl.col("paper_id").is_in(untouched.implode())).collect(),
+        memo.variants.filter(pl.col("paper_id").is_in(untouched.implode())).collect(engine="streaming"),
         _distinct_texts(occurrences.lazy().filter(~pl.col("paper_id").is_in(untouched.implode()))),
     ])
 
@@ -249,7 +249,7 @@ def _reworked_clusters(keys: pl.DataFrame, representatives: pl.DataFrame, groups
     cluster takes its old cluster-mates with it). So its paper, counts and canonical record are
     the memo's."""
     key = ["hash_a", "hash_b"]
-    then = memo.keys.filter(~pl.col("source_file").is_in(same.implode())).select(key).unique().collect()
+    then = memo.keys.filter(~pl.col("source_file").is_in(same.implode())).select(key).unique().collect(engine="streaming")
     firsts = pl.concat([
         keys.filter(~pl.col("source_file").is_in(same.implode()))["first"],
         representatives.join(then, on=key, how="semi")["position"],
@@ -300,12 +300,12 @@ def _changed_papers(records: pl.LazyFrame, per_paper: pl.DataFrame, same: pl.Ser
             memo.papers.select(*key, "paper_id", *COUNTS).filter(pl.col("first_source_file").is_in(same.implode()))
             .join(wanted.lazy().select("_row", *key, *COUNTS), on=key, suffix="_now")
             .select("_row", "paper_id", same=pl.all_horizontal(pl.col(c).eq_missing(pl.col(f"{c}_now")) for c in COUNTS))
-            .collect()
+            .collect(engine="streaming")
         )
     changed = looked_up.filter(~pl.col("same"))
     canonical = ["paper_id", "abstract", "dedup_key", "word_count", "char_count", *extra]
     texts = changed.select("_row", "paper_id").join(
-        memo.papers.filter(pl.col("paper_id").is_in(changed["paper_id"].implode())).select(canonical).collect(),
+        memo.papers.filter(pl.col("paper_id").is_in(changed["paper_id"].implode())).select(canonical).collect(engine="streaming"),
         on="paper_id", how="left") if changed.height else None
     missing = wanted.join(looked_up, on="_row", how="anti", maintain_order="left")
     read = _rows_of(records, missing["canonical_record_id"], missing["first_source_file"], ["text", "dedup_key", "word_count", "char_count"])

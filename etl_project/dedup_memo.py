@@ -278,7 +278,7 @@ def key_hashes(records: pl.LazyFrame, same: pl.Series, memo: Memo) -> pl.DataFra
         .collect(engine="streaming")
         .cast(KEYS_SCHEMA)
     )
-    return pl.concat([memo.keys.filter(pl.col("source_file").is_in(same.implode())).collect(), fresh])
+    return pl.concat([memo.keys.filter(pl.col("source_file").is_in(same.implode())).collect(engine="streaming"), fresh])
 
 
 class Texts:
@@ -305,7 +305,7 @@ def bands_of(hashes: pl.DataFrame, memo: Memo, texts: Texts,
     ones, streamed when the next memo writes it whole (else it grows by the computed rows: Growth)."""
     keys = hashes.select(KEY)
     rows = keys.with_row_index("row")
-    found = rows.lazy().join(memo.bands.select(*KEY, "eligible"), on=KEY).select("row", "eligible").collect()
+    found = rows.lazy().join(memo.bands.select(*KEY, "eligible"), on=KEY).select("row", "eligible").collect(engine="streaming")
     at = found["row"].to_numpy()
     known, eligible = np.zeros(hashes.height, dtype=bool), np.zeros(hashes.height, dtype=bool)
     known[at], eligible[at] = True, found["eligible"].to_numpy()
@@ -365,7 +365,7 @@ class PairSimilarity:
         pairs = pl.DataFrame({"a_a": self._a[low], "a_b": self._b[low], "b_a": self._a[high], "b_b": self._b[high]})
         # The memo's rows of these pairs, read from its files (millions of rows, not held): they
         # probe a table of these few, rather than being hashed into one at every call.
-        known = self._known.join(pairs.lazy(), on=PAIR, how="semi").collect()
+        known = self._known.join(pairs.lazy(), on=PAIR, how="semi").collect(engine="streaming")
         result = pairs.join(known, on=PAIR, how="left", maintain_order="left")["jaccard"].to_numpy().copy()
         missing = np.flatnonzero(np.isnan(result))
         if len(missing):
@@ -434,14 +434,14 @@ def near_clusters(keys: pl.DataFrame, memo: Memo, texts: Texts, config: NearConf
             changed=(pl.col("component_then").is_null() | (pl.col("source_file") != pl.col("source_file_then"))
                      | (pl.col("ordinal") != pl.col("ordinal_then"))).fill_null(True),
         )
-        .collect()
+        .collect(engine="streaming")
     )
     changed = then["changed"]
-    gone = memo.clusters.select(KEY).join(hashes.lazy(), on=KEY, how="anti").collect()
+    gone = memo.clusters.select(KEY).join(hashes.lazy(), on=KEY, how="anti").collect(engine="streaming")
     # The band values of the changed keys, now, and of the keys that are gone, before.
     touched = bands[changed.gather(eligible).to_numpy()]
     if gone.height:
-        gone_bands = memo.bands.join(gone.lazy(), on=KEY, how="semi").filter("eligible").select("bands").collect()["bands"]
+        gone_bands = memo.bands.join(gone.lazy(), on=KEY, how="semi").filter("eligible").select("bands").collect(engine="streaming")["bands"]
         if gone_bands.len():
             touched = np.concatenate([touched, gone_bands.to_numpy()])
     in_touched = np.zeros(len(eligible), dtype=bool)
@@ -452,8 +452,9 @@ def near_clusters(keys: pl.DataFrame, memo: Memo, texts: Texts, config: NearConf
     component_then = then["component_then"].gather(eligible)
     reached = component_then.filter(pl.Series(in_touched)).drop_nulls().unique()
     reclustered = in_touched | component_then.is_in(reached.implode()).fill_null(False).to_numpy()
-    found = cluster_candidates(eligible, candidate_pairs_within(bands, reclustered, config.max_bucket),
-                               similarity.factory(), config)
+    candidates = candidate_pairs_within(bands, reclustered, config.max_bucket)
+    del bands  # the largest array here (eligible keys x bands): verification reads texts next
+    found = cluster_candidates(eligible, candidates, similarity.factory(), config)
     worked_out = np.zeros(len(indexed), dtype=bool)
     worked_out[eligible[reclustered]] = True
     # Changed keys too short for near matching: their own cluster, as they have no memo row.
