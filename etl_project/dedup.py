@@ -327,26 +327,33 @@ def source_overlap(papers: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     index of their paper sets, from each paper's ``sources`` (the distinct files of its
     occurrences). Pairs sharing none are left out (n files make n² pairs)."""
     papers = papers.lazy()
-    sizes = papers.select(source_file="sources").explode("source_file").group_by("source_file").agg(papers=pl.len().cast(pl.Int64))
-    # Only papers in several files make pairs.
-    shared = papers.filter(pl.col("source_count") > 1).select("paper_id", source_file="sources").explode("source_file")
-    pairs = (
-        shared.join(shared, on="paper_id", suffix="_b")
-        .filter(pl.col("source_file") < pl.col("source_file_b"))
-        .group_by(file_a="source_file", file_b="source_file_b")
-        .agg(shared_papers=pl.len().cast(pl.Int64))
-    )
-    return (
-        pairs.join(sizes.rename({"source_file": "file_a", "papers": "papers_a"}), on="file_a")
-        .join(sizes.rename({"source_file": "file_b", "papers": "papers_b"}), on="file_b")
-        .with_columns(
-            jaccard=pl.col("shared_papers")
-            / (pl.col("papers_a") + pl.col("papers_b") - pl.col("shared_papers"))
-        )
-        .select("file_a", "file_b", "shared_papers", "papers_a", "papers_b", "jaccard")
-        .sort("file_a", "file_b")
+    # Each file once, numbered in name order (so numbers compare as names do), with its papers:
+    # the pairs are joined, grouped and sorted by numbers, and named at the end.
+    files = (
+        papers.select(source_file="sources").explode("source_file")
+        .group_by("source_file").agg(papers=pl.len().cast(pl.Int64))
+        .sort("source_file").with_row_index("file")
         .collect()
     )
+    # Only papers in several files make pairs.
+    shared = (
+        papers.filter(pl.col("source_count") > 1).select("sources").with_row_index("paper").explode("sources")
+        .join(files.lazy().select("file", sources="source_file"), on="sources")
+        .select("paper", "file")
+    )
+    pairs = (
+        shared.join(shared, on="paper", suffix="_b")
+        .filter(pl.col("file") < pl.col("file_b"))
+        .group_by(pair=pl.col("file").cast(pl.UInt64) * (1 << 32) + pl.col("file_b"))
+        .agg(shared_papers=pl.len().cast(pl.Int64))
+        .sort("pair")
+        .collect()
+    )
+    a, b = (pairs["pair"] // (1 << 32)).cast(pl.UInt32), (pairs["pair"] % (1 << 32)).cast(pl.UInt32)
+    return pl.DataFrame({
+        "file_a": files["source_file"].gather(a), "file_b": files["source_file"].gather(b),
+        "shared_papers": pairs["shared_papers"], "papers_a": files["papers"].gather(a), "papers_b": files["papers"].gather(b),
+    }).with_columns(jaccard=pl.col("shared_papers") / (pl.col("papers_a") + pl.col("papers_b") - pl.col("shared_papers")))
 
 
 def near_clusters_report(
