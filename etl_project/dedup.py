@@ -110,9 +110,12 @@ class Deduplicated:
     @property
     def papers(self) -> pl.DataFrame:
         """Every paper, in canonical order (the order a deduplication without memo gives), in
-        memory; the kept rows are read from the memo's papers, so while those are staged."""
+        memory; the kept rows are read from the memo's papers, so while those are staged (and
+        before stage_memo)."""
         if self.kept.is_empty():
             return self.fresh
+        if self.memo is None:
+            raise RuntimeError("the papers kept from the memo are not held once the memo is staged: read the staged papers")
         return self.memo.papers.collect().sort("first_source_file", "first_ordinal")
 
 
@@ -230,13 +233,13 @@ def deduplicate_with_memo(records: pl.DataFrame | pl.LazyFrame, near: NearConfig
 def _variants(occurrences: pl.DataFrame, untouched: pl.Series, memo: Memo) -> pl.DataFrame:
     """variant_hashes of every paper, from ``occurrences`` with their text hashes: the memo's rows
     for the ``untouched`` papers (the same records, so the same texts in the same order), worked
-    out for the others. A paper's rows keep their order; the table's order is not variant_texts'."""
+    out for the others. A paper's rows keep their order; the table's order is not variant_hashes'."""
     if untouched.is_empty() or memo.variants is None:
         return _distinct_texts(occurrences.lazy())
-    return pl.concat([
-        memo.variants.filter(pl.col("paper_id").is_in(untouched.implode())).collect(engine="streaming"),
-        _distinct_texts(occurrences.lazy().filter(~pl.col("paper_id").is_in(untouched.implode()))),
-    ])
+    kept = memo.variants.filter(pl.col("paper_id").is_in(untouched.implode())).collect(engine="streaming")
+    if kept["paper_id"].n_unique() != untouched.len():  # a paper left out would look gone to enrichment
+        raise RuntimeError("the dedup memo's variants lack papers it kept: they are of another deduplication")
+    return pl.concat([kept, _distinct_texts(occurrences.lazy().filter(~pl.col("paper_id").is_in(untouched.implode())))])
 
 
 def _reworked_clusters(keys: pl.DataFrame, representatives: pl.DataFrame, groups: pl.DataFrame, memo: Memo,

@@ -235,7 +235,7 @@ def paper_changes(papers_file: Path, build: str, kind: str, since: str) -> Delta
 
 def paper_variants(papers_file: Path, build: str) -> pl.DataFrame | None:
     """``(paper_id, record_id, hash_a, hash_b)``: the ``text_hash`` of every distinct text of every
-    paper (dedup.variant_hashes, canonical text first) of the deduplication that staged
+    paper (dedup.variant_hashes, each paper's canonical text first) of the deduplication that staged
     ``papers_file``, from beside it, when ``build`` wrote it (None: otherwise). What enrichment
     fingerprints a paper's texts by without reading them: the same hash (the build holds the
     Polars version) over the same texts (a paper's ``abstract`` is its canonical record's
@@ -316,12 +316,13 @@ def bands_of(hashes: pl.DataFrame, memo: Memo, texts: Texts,
         local, computed = lsh_bands(read if positions is None else read.gather(positions), config)
         eligible[missing[local]] = True
     # The eligible keys' bands in priority order, each put at its place among them: the memo's,
-    # read a slice at a time (so the matrix is the only copy of them all), then the computed ones.
+    # streamed a slice at a time into the matrix (joined whole, they were a second copy of it),
+    # then the computed ones.
     place = np.cumsum(eligible) - 1
     matrix = np.empty((int(eligible.sum()), config.bands), dtype=np.uint64)
     del found
     for part in memo.bands.filter("eligible").select(*KEY, "bands").collect_batches(chunk_size=BAND_SLICE):
-        part = part.join(rows, on=KEY).select("row", "bands")
+        part = rows.join(part, on=KEY).select("row", "bands")
         matrix[place[part["row"].to_numpy()]] = part["bands"].to_numpy()
     matrix[place[missing[local]]] = computed
     # The computed keys' rows of the next memo: the eligible ones' bands, zeros for the others.
@@ -421,7 +422,9 @@ def near_clusters(keys: pl.DataFrame, memo: Memo, texts: Texts, config: NearConf
     similarity = PairSimilarity(hashes, memo, texts, config)
     indexed = keys.select(*KEY, "source_file", "ordinal").with_row_index("index")
     if not memo.clusters.select(pl.len()).collect().item():  # no memo: every key
-        found = cluster_candidates(eligible, candidate_pairs(bands, config.max_bucket), similarity.factory(), config)
+        candidates = candidate_pairs(bands, config.max_bucket)
+        del bands  # the largest array here (eligible keys x bands): verification reads texts next
+        found = cluster_candidates(eligible, candidates, similarity.factory(), config)
         clusters = _clusters_table(indexed, found)
         return NearResult(_merged(clusters, indexed), band_table, similarity.table().lazy(), clusters.drop("index").lazy(),
                           len(eligible), np.ones(len(indexed), dtype=bool))
@@ -453,7 +456,7 @@ def near_clusters(keys: pl.DataFrame, memo: Memo, texts: Texts, config: NearConf
     reached = component_then.filter(pl.Series(in_touched)).drop_nulls().unique()
     reclustered = in_touched | component_then.is_in(reached.implode()).fill_null(False).to_numpy()
     candidates = candidate_pairs_within(bands, reclustered, config.max_bucket)
-    del bands  # the largest array here (eligible keys x bands): verification reads texts next
+    del bands  # as above
     found = cluster_candidates(eligible, candidates, similarity.factory(), config)
     worked_out = np.zeros(len(indexed), dtype=bool)
     worked_out[eligible[reclustered]] = True

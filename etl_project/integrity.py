@@ -2,7 +2,7 @@
 
 The suite checks validate each table when it is produced, and a full run publishes only
 tables it produced itself. A run of only some assets (from the UI, say) publishes others from
-their latest materializations, made by other runs: these cheap joins make sure that they still
+their latest materializations, made by other runs: these cheap checks make sure that they still
 describe the same records, and the publish step refuses when they do not. The landing tables'
 suites validate only the rows of files new to the warehouse (suites.SuiteCheck.delta), and the
 per-paper suites only the rows of the papers a run worked out (suites.SuiteCheck.per_paper), so

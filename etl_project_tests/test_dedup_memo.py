@@ -4,6 +4,7 @@ import hashlib
 from pathlib import Path
 
 import polars as pl
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
@@ -203,6 +204,30 @@ def test_the_bands_and_pairs_grow_by_a_part_and_are_written_again_once_stale(tmp
     assert not pairs.is_empty() and all(  # the pairs of keys that are gone went too
         pairs.select(hash_a=f"{side}_a", hash_b=f"{side}_b").join(now, on=dedup_memo.KEY, how="anti").is_empty() for side in "ab")
     assert third.papers.equals(fresh.papers)
+
+
+def test_the_untouched_papers_variants_come_from_the_memo_only_when_it_holds_them_all(tmp_path):
+    folder = {"a.txt": CHAIN[:3], "b.txt": [OTHER, CHAIN[0]]}
+    records, files = tables(folder)
+    round_trip(dedup.deduplicate_with_memo(records, NearConfig(), files), tmp_path, "build", NearConfig())
+    staged = dedup_memo._path(tmp_path, dedup_memo.VARIANTS)
+    folder["c.txt"] = [TEXTS[-2]]
+    records, files = tables(folder)
+    fresh = dedup.deduplicate_with_memo(records, NearConfig(), files)
+    # Without the staged variants (an earlier release's memo), every paper's are worked out.
+    variants = pl.read_parquet(staged)
+    staged.unlink()
+    done = dedup.deduplicate_with_memo(records, NearConfig(), files, Memo.read(tmp_path / "papers.parquet", "build", NearConfig()))
+    assert not done.untouched.is_empty()  # papers whose variants the memo would give
+    assert_frame_equal(done.variants, fresh.variants, check_exact=True)
+    # Likewise earlier fingerprints that lack one of them.
+    earlier = reuse.text_fingerprints(fresh.variants).filter(pl.col("paper_id") != done.untouched[0])
+    with pytest.raises(RuntimeError, match="fingerprints lack papers"):
+        reuse.text_fingerprints(done.variants, earlier, done.untouched)
+    # Staged variants that lack an untouched paper are an error, not a paper gone.
+    variants.filter(pl.col("paper_id") != done.untouched[0]).write_parquet(staged)
+    with pytest.raises(RuntimeError, match="variants lack papers"):
+        dedup.deduplicate_with_memo(records, NearConfig(), files, Memo.read(tmp_path / "papers.parquet", "build", NearConfig()))
 
 
 def test_a_memo_of_another_build_or_near_setting_is_not_used(tmp_path):

@@ -31,7 +31,6 @@ def test_tables_that_agree_have_no_problems():
     ("table", "frame", "expected"),
     [
         ("records", {"record_id": ["a.txt:1", "a.txt:2", "b.txt:9"]}, "records does not hold exactly"),
-        ("records", {"record_id": ["a.txt:1", "a.txt:2", None]}, "records does not hold exactly"),  # a null is no id
         (
             "paper_occurrences",
             {"record_id": ["a.txt:1", "a.txt:2", "c.txt:1"], "paper_id": ["p1", "p1", "p2"]},
@@ -64,6 +63,15 @@ def test_a_file_whose_record_count_is_off_is_named():
     tables = consistent()
     tables["source_files"] = tables["source_files"].with_columns(record_count=pl.Series([2, 5]))
     assert cross_table_problems(tables) == ["raw_records disagree with source_files for 'b.txt'"]
+
+
+def test_a_null_id_is_no_id_even_where_both_tables_hold_one():
+    tables = consistent()
+    for table in ("raw_records", "records", "paper_occurrences"):
+        tables[table] = tables[table].with_columns(record_id=pl.Series(["a.txt:1", "a.txt:2", None]))
+    problems = cross_table_problems(tables)
+    assert "records does not hold exactly the raw records' record_ids" in problems, problems
+    assert "paper_occurrences does not hold exactly the raw records' record_ids" in problems, problems
 
 
 @pytest.mark.parametrize(

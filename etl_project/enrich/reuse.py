@@ -60,10 +60,10 @@ def text_fingerprints(hashes: pl.DataFrame, before: pl.DataFrame | None = None, 
     Worked out once per deduplication, for the enrichment steps to compare; ``before``'s rows (an
     earlier deduplication's) are taken for the papers in ``same``, whose texts are those it saw."""
     if before is not None and same is not None and not same.is_empty():
-        return pl.concat([
-            before.filter(pl.col("paper_id").is_in(same.implode())),
-            text_fingerprints(hashes.filter(~pl.col("paper_id").is_in(same.implode()))),
-        ])
+        kept = before.filter(pl.col("paper_id").is_in(same.implode()))
+        if kept.height != same.len():  # a paper left out would look gone to the enrichment steps
+            raise RuntimeError("the earlier fingerprints lack papers whose texts are the same: they are of another deduplication")
+        return pl.concat([kept, text_fingerprints(hashes.filter(~pl.col("paper_id").is_in(same.implode())))])
     first = hashes["paper_id"].is_first_distinct()
     variants = hashes.filter(~first).sort("paper_id", "hash_a", "hash_b")
     return (
