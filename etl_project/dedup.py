@@ -91,7 +91,7 @@ class Deduplicated:
     memo: Memo | None  # what the next run looks up (etl_project.dedup_memo); its papers are these; None once staged
     papers_reused: int  # papers whose canonical columns came from the memo
     near_worked_out: int  # distinct keys whose near cluster was worked out, not looked up
-    variants: pl.DataFrame  # variant_hashes of every paper (its rows in order): what enrichment fingerprints texts by
+    variants: pl.DataFrame  # variant_hashes of every paper: what enrichment fingerprints texts by
     # paper_id of the papers whose clusters a change could reach (_reworked_clusters; every paper
     # without a memo): every other paper has the memo's records, matches and similarities.
     reworked: pl.Series
@@ -217,7 +217,7 @@ def deduplicate_with_memo(records: pl.DataFrame | pl.LazyFrame, near: NearConfig
         )
         .collect()
     )
-    variants = _variants(occurrences, untouched["paper_id"], memo)
+    variants = _distinct_texts(occurrences.lazy())
     occurrences = occurrences.drop("hash_a", "hash_b")
     files_now = files.filter(pl.col("sha256").is_not_null()).select(dedup_memo.FILES_SCHEMA.keys())
     kept = pl.concat([untouched["paper_id"], changes.kept])
@@ -228,18 +228,6 @@ def deduplicate_with_memo(records: pl.DataFrame | pl.LazyFrame, near: NearConfig
                      near_result.clusters, papers, growth=near_result.growth)
     return Deduplicated(changes.fresh, kept, occurrences, next_memo, untouched.height + changes.looked_up,
                         near_result.reclustered, variants, changes.paper_ids)
-
-
-def _variants(occurrences: pl.DataFrame, untouched: pl.Series, memo: Memo) -> pl.DataFrame:
-    """variant_hashes of every paper, from ``occurrences`` with their text hashes: the memo's rows
-    for the ``untouched`` papers (the same records, so the same texts in the same order), worked
-    out for the others. A paper's rows keep their order; the table's order is not variant_hashes'."""
-    if untouched.is_empty() or memo.variants is None:
-        return _distinct_texts(occurrences.lazy())
-    kept = memo.variants.filter(pl.col("paper_id").is_in(untouched.implode())).collect(engine="streaming")
-    if kept["paper_id"].n_unique() != untouched.len():  # a paper left out would look gone to enrichment
-        raise RuntimeError("the dedup memo's variants lack papers it kept: they are of another deduplication")
-    return pl.concat([kept, _distinct_texts(occurrences.lazy().filter(~pl.col("paper_id").is_in(untouched.implode())))])
 
 
 def _reworked_clusters(keys: pl.DataFrame, representatives: pl.DataFrame, groups: pl.DataFrame, memo: Memo,

@@ -53,7 +53,7 @@ from etl_project.near_dedup import (
 KEY = ["hash_a", "hash_b"]
 PAIR = ["a_a", "a_b", "b_a", "b_b"]
 PARTS = ("build", "files", "keys", "bands", "pairs", "clusters")
-VARIANTS = "variants"  # staged beside the memo for enrichment; the next deduplication takes the untouched papers' rows
+VARIANTS = "variants"  # staged beside the memo for enrichment, not looked up by the next deduplication
 FINGERPRINTS = "fingerprints"  # likewise: reuse.text_fingerprints of the variants
 CHANGES = "changes"  # likewise: which papers' fingerprints changed since the papers the memo came with
 CHANGE_KINDS = ("canonical", "texts")  # of reuse.text_fingerprints, what paper_changes tells changes of
@@ -120,8 +120,6 @@ class Memo:
     pairs: pl.LazyFrame  # PAIRS_SCHEMA, each pair once: (a_a, a_b) < (b_a, b_b)
     clusters: pl.LazyFrame  # CLUSTERS_SCHEMA, one row per distinct key
     papers: pl.LazyFrame  # the papers the memo was written with (none are looked up unless it has dedup.COLUMNS)
-    # Of a memo read from the stage: the variant hashes of those papers (write_variants), when staged.
-    variants: pl.LazyFrame | None = None
     # Of a memo read from the stage: the parts of each GROWN table. Of a memo to write: how each
     # GROWN table extends the previous memo's, when it does (the others are written whole,
     # without their stale rows).
@@ -172,10 +170,9 @@ class Memo:
         keys, (bands, pairs) = pl.scan_parquet(_path(folder, "keys")), (pl.scan_parquet(list(parts[part])) for part in GROWN)
         if keys.collect_schema() != pl.Schema(KEYS_SCHEMA) or bands.collect_schema() != pl.Schema(_bands_schema(config)):
             return None
-        variants = _path(folder, VARIANTS)
         return cls(
             pl.read_parquet(_path(folder, "files")), keys, bands, pairs, pl.scan_parquet(_path(folder, "clusters")),
-            pl.scan_parquet(papers_file), pl.scan_parquet(variants) if variants.exists() else None, parts,
+            pl.scan_parquet(papers_file), parts,
         )
 
 
@@ -235,7 +232,7 @@ def paper_changes(papers_file: Path, build: str, kind: str, since: str) -> Delta
 
 def paper_variants(papers_file: Path, build: str) -> pl.DataFrame | None:
     """``(paper_id, record_id, hash_a, hash_b)``: the ``text_hash`` of every distinct text of every
-    paper (dedup.variant_hashes, each paper's canonical text first) of the deduplication that staged
+    paper (dedup.variant_hashes, canonical text first) of the deduplication that staged
     ``papers_file``, from beside it, when ``build`` wrote it (None: otherwise). What enrichment
     fingerprints a paper's texts by without reading them: the same hash (the build holds the
     Polars version) over the same texts (a paper's ``abstract`` is its canonical record's

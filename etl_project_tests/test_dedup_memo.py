@@ -58,7 +58,7 @@ def round_trip(done: dedup.Deduplicated, folder: Path, build: str, config: NearC
     done.memo.write(folder, build)
     dedup_memo.write_variants(folder, done.variants, reuse.text_fingerprints(done.variants))
     memo = Memo.read(folder / "papers.parquet", build, config)
-    assert memo is not None and memo.variants is not None
+    assert memo is not None
     return memo
 
 
@@ -102,10 +102,7 @@ def test_any_sequence_of_changes_gives_what_a_fresh_deduplication_gives(tmp_path
         # Each record's text hash, looked up or not, is its text's: what enrichment fingerprints by.
         texts = records.select("record_id", *dedup_memo.text_hash("text", ("text_a", "text_b"))).sort("record_id")
         assert_frame_equal(done.memo.keys.select("record_id", "text_a", "text_b").sort("record_id").collect(), texts, check_exact=True)
-        # What enrichment fingerprints by: each paper's texts in order (the untouched papers' are the
-        # memo's rows, which do not keep the table's order).
-        assert_frame_equal(done.variants.sort("paper_id", maintain_order=True), fresh.variants.sort("paper_id", maintain_order=True),
-                           check_exact=True)
+        assert_frame_equal(done.variants, fresh.variants, check_exact=True)  # what enrichment fingerprints by
         # The fingerprints, the untouched papers' taken from the previous run's, are a fresh run's.
         before_fingerprints = dedup_memo.paper_fingerprints(root / str(number) / "papers.parquet", "build")
         assert_frame_equal(reuse.text_fingerprints(done.variants, before_fingerprints, done.untouched).sort("paper_id"),
@@ -206,28 +203,20 @@ def test_the_bands_and_pairs_grow_by_a_part_and_are_written_again_once_stale(tmp
     assert third.papers.equals(fresh.papers)
 
 
-def test_the_untouched_papers_variants_come_from_the_memo_only_when_it_holds_them_all(tmp_path):
+def test_earlier_fingerprints_that_lack_an_untouched_paper_are_an_error(tmp_path):
+    """Such a paper would look gone to the enrichment steps, which would drop its rows."""
     folder = {"a.txt": CHAIN[:3], "b.txt": [OTHER, CHAIN[0]]}
     records, files = tables(folder)
-    round_trip(dedup.deduplicate_with_memo(records, NearConfig(), files), tmp_path, "build", NearConfig())
-    staged = dedup_memo._path(tmp_path, dedup_memo.VARIANTS)
+    memo = round_trip(dedup.deduplicate_with_memo(records, NearConfig(), files), tmp_path, "build", NearConfig())
     folder["c.txt"] = [TEXTS[-2]]
     records, files = tables(folder)
-    fresh = dedup.deduplicate_with_memo(records, NearConfig(), files)
-    # Without the staged variants (an earlier release's memo), every paper's are worked out.
-    variants = pl.read_parquet(staged)
-    staged.unlink()
-    done = dedup.deduplicate_with_memo(records, NearConfig(), files, Memo.read(tmp_path / "papers.parquet", "build", NearConfig()))
-    assert not done.untouched.is_empty()  # papers whose variants the memo would give
-    assert_frame_equal(done.variants, fresh.variants, check_exact=True)
-    # Likewise earlier fingerprints that lack one of them.
-    earlier = reuse.text_fingerprints(fresh.variants).filter(pl.col("paper_id") != done.untouched[0])
+    done = dedup.deduplicate_with_memo(records, NearConfig(), files, memo)
+    assert not done.untouched.is_empty()
+    earlier = dedup_memo.paper_fingerprints(tmp_path / "papers.parquet", "build")
+    assert_frame_equal(reuse.text_fingerprints(done.variants, earlier, done.untouched).sort("paper_id"),
+                       reuse.text_fingerprints(done.variants).sort("paper_id"), check_exact=True)
     with pytest.raises(RuntimeError, match="fingerprints lack papers"):
-        reuse.text_fingerprints(done.variants, earlier, done.untouched)
-    # Staged variants that lack an untouched paper are an error, not a paper gone.
-    variants.filter(pl.col("paper_id") != done.untouched[0]).write_parquet(staged)
-    with pytest.raises(RuntimeError, match="variants lack papers"):
-        dedup.deduplicate_with_memo(records, NearConfig(), files, Memo.read(tmp_path / "papers.parquet", "build", NearConfig()))
+        reuse.text_fingerprints(done.variants, earlier.filter(pl.col("paper_id") != done.untouched[0]), done.untouched)
 
 
 def test_a_memo_of_another_build_or_near_setting_is_not_used(tmp_path):
